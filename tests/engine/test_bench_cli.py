@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_it_prints_and_writes_tau_speed_and_stage_times(tiny_dirs: tuple[Path, Path], tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine",
+        "bench",
+        "--model",
+        str(tiny_dirs[0]),
+        "--draft",
+        str(tiny_dirs[1]),
+        "--device",
+        "cpu",
+        "--prompts",
+        "2",
+        "--max-tokens",
+        "24",
+        "--budgets",
+        "4,16",
+        "--json",
+        str(out),
+    ]
+    run = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True, timeout=120)
+    assert "ddtree B=16" in run.stdout
+    results = json.loads(out.read_text())["results"]
+    assert [r["algorithm"] for r in results] == ["ar", "dflash", "ddtree", "ddtree"]
+    for r in results:
+        assert r["tokens"] == 48 and r["tokens_per_second"] > 0
+        assert set(r["stage_seconds_per_round"]) == {"draft", "tree_build", "verify", "commit"}
+        if r["algorithm"] != "ar":
+            assert r["identical_to_ar"] == 2 and r["tau"] >= 1
+
+
+def test_it_rejects_a_bad_budget_with_a_clear_error(tiny_dirs: tuple[Path, Path]) -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine",
+        "bench",
+        "--model",
+        str(tiny_dirs[0]),
+        "--draft",
+        str(tiny_dirs[1]),
+        "--device",
+        "cpu",
+        "--budgets",
+        "0",
+    ]
+    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "budget must be at least 1" in run.stderr

@@ -1,0 +1,66 @@
+"""The training pipeline runs end to end on CPU, and the DFlash objective hides the future."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from engine.runtime import load_decoder
+from engine.sampling import SamplingParams
+from engine.training.draft import block_batch, sample_anchors
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_it_shows_each_block_only_the_context_before_its_anchor_and_itself() -> None:
+    x = torch.arange(100, 112)[None]  # one sequence of 12 tokens
+    anchors = torch.tensor([[3, 7]])
+    ids, pos, mask = block_batch(x, anchors, block_size=4, mask_id=1)
+    assert ids.tolist() == [[103, 1, 1, 1, 107, 1, 1, 1]]  # the anchor token, then MASK
+    assert pos.tolist() == [[3, 4, 5, 6, 7, 8, 9, 10]]
+    ctx, blocks = mask[0, :, :12], mask[0, :, 12:]
+    assert ctx[:4].sum(-1).tolist() == [3] * 4 and not ctx[:4, 3:].any()  # strictly before anchor 3
+    assert ctx[4:].sum(-1).tolist() == [7] * 4 and not ctx[4:, 7:].any()
+    assert blocks[:4, :4].all() and blocks[4:, 4:].all()  # bidirectional within a block
+    assert not blocks[:4, 4:].any() and not blocks[4:, :4].any()  # blocks isolated
+
+
+def test_it_samples_distinct_anchors_that_leave_room_for_a_block() -> None:
+    a = sample_anchors(3, 40, 10, 8, torch.Generator().manual_seed(0))
+    assert a.shape == (3, 10)
+    assert (a >= 1).all() and (a <= 40 - 8).all()
+    assert all(len(set(row)) == 10 for row in a.tolist())
+
+
+def test_it_trains_a_tiny_pair_on_cpu(tmp_path: Path) -> None:
+    out = tmp_path / "m"
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine.training",
+        "--preset",
+        "tiny",
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--target-steps",
+        "3",
+        "--draft-steps",
+        "3",
+        "--onpolicy-prompts",
+        "4",
+        "--eval-prompts",
+        "1",
+    ]
+    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, timeout=300)
+    report = json.loads((out / "training.json").read_text())
+    assert report["python_version"] and report["corpus_files"] > 0
+    assert len(report["draft"]["top1_per_position"]) == 7  # block 8 → depths 1..7
+    assert "ddtree B=32" in report["eval"] and (out / "MODEL_CARD.md").exists()
+    decoder = load_decoder(out / "target", out / "draft", device="cpu")
+    assert len(decoder.generate_text("def f(x):\n", SamplingParams(max_tokens=5, ignore_eos=True)).tokens) == 5
