@@ -14,9 +14,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The main job. Until the server and dashboard land, it runs the bundled engine's benchmark on CPU.
+# The main job. Today: the bundled DDTree engine serving the small models on 127.0.0.1:30000
+# (GPU when present). The collectors and the dashboard join it as they land.
 run: $(STAMP)
-	$(BIN)/python -m engine bench --device cpu --prompts 4 --max-tokens 128 --budgets 16,32,64
+	$(BIN)/python -m engine serve
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -25,4 +26,4 @@ test: lint
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
-	$(BIN)/python -m engine bench --json bench-results.json
+	$(BIN)/python -m engine bench --prompts 8 --max-tokens 200 --json bench-results.json

@@ -96,6 +96,18 @@ class Decoder:
             raise RequestError(f"budget must be at least 1 node (got {budget})")
         return algorithm, budget
 
+    def check_prompt(self, prompt_ids: list[int]) -> None:
+        if not prompt_ids:
+            raise RequestError("the prompt is empty")
+        n = len(prompt_ids)
+        if n >= self.max_context:
+            raise RequestError(
+                f"the prompt has {n} tokens; the limit is {self.max_context - 1} (max context {self.max_context})"
+            )
+        vocab = self.target.config.vocab_size
+        if min(prompt_ids) < 0 or max(prompt_ids) >= vocab:
+            raise RequestError(f"prompt token ids must be in 0..{vocab - 1}")
+
     def nodes_per_round(self, algorithm: str, budget: int) -> int:
         return {"ar": 0, "dflash": self.block_size - 1, "ddtree": budget}[algorithm]
 
@@ -159,16 +171,8 @@ class Decoder:
             params.validate()
         except ValueError as e:
             raise RequestError(str(e)) from None
-        if not prompt_ids:
-            raise RequestError("the prompt is empty")
+        self.check_prompt(prompt_ids)
         n = len(prompt_ids)
-        if n >= self.max_context:
-            raise RequestError(
-                f"the prompt has {n} tokens; the limit is {self.max_context - 1} (max context {self.max_context})"
-            )
-        vocab = self.target.config.vocab_size
-        if min(prompt_ids) < 0 or max(prompt_ids) >= vocab:
-            raise RequestError(f"prompt token ids must be in 0..{vocab - 1}")
         nodes = self.nodes_per_round(algorithm, budget)
         cache, draft_cache = self._caches(nodes)
         sampler = Sampler(params, self.banned_ids(params), self.device)
