@@ -9,15 +9,17 @@ STAMP := $(VENV)/.installed-stamp
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[engine,test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[engine,client,dashboard,test]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
-# The main job. Today: the bundled DDTree engine serving the small models on 127.0.0.1:30000
-# (GPU when present). The collectors and the dashboard join it as they land.
+# The main job: migrate, then the launcher (collectors/management/commands/run.py) creates the admin
+# login, registers the bundled engine and runs engine, Celery worker, beat and web on 127.0.0.1 until
+# Ctrl-C. Embedded SQLite + filesystem broker unless DATABASE_URL / CELERY_BROKER_URL say otherwise.
 run: $(STAMP)
-	$(BIN)/python -m engine serve
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py run
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

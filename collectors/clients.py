@@ -1,0 +1,52 @@
+"""The one place collectors build an engine_client for a server, and classify its errors.
+
+engine_client is imported lazily: a Django process that never probes (web, beat) needs no httpx.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from collectors.models import Server
+
+# Transient = worth retrying later (STYLE 6): could not connect, timed out, 429 or 5xx.
+RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
+
+
+def client_for(server: Server, **kwargs: Any) -> Any:
+    from engine_client.client import EngineClient
+
+    dialect = "auto" if server.kind == Server.Kind.AUTO else server.kind
+    return EngineClient(server.base_url, api_key=server.api_key or None, dialect=dialect, **kwargs)
+
+
+def is_client_error(exc: BaseException) -> bool:
+    from engine_client.exceptions import EngineClientError
+
+    return isinstance(exc, EngineClientError)
+
+
+def is_transient(exc: BaseException) -> bool:
+    from engine_client.exceptions import ConnectError, StatusError, TimeoutError
+
+    if isinstance(exc, ConnectError | TimeoutError):
+        return True
+    return isinstance(exc, StatusError) and exc.status_code in RETRY_STATUS
+
+
+def describe(exc: BaseException) -> str:
+    """The reason stored on a failed row: the error type and message (engine_client keeps keys out)."""
+    text = str(exc) or repr(exc)
+    return f"{type(exc).__name__}: {text}"
+
+
+def clean(value: Any) -> Any:
+    """JSON-safe copy: NaN/inf become None (Postgres json rejects them), tuples become lists."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean(v) for v in value]
+    return value

@@ -1,0 +1,90 @@
+"""Celery tasks, thin (STYLE 8): ids in, a plain function does the work, the task owns retries.
+
+`shared_task`, so collectors never imports the dashboard project; its Celery app autodiscovers these.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.conf import settings
+
+from collectors.models import ProbeRun, Server
+
+log = logging.getLogger(__name__)
+
+PROBE_MAX_RETRIES = 2
+
+
+def _backoff_s(retries: int) -> int:
+    # Capped exponential backoff: 30 s, 60 s, 120 s … at most 10 minutes.
+    return min(30 * 2**retries, 600)
+
+
+def enqueue_probe(server: Server, run: ProbeRun) -> None:
+    # A probe still waiting after its interval is stale: the next scheduled one replaces it.
+    probe.apply_async((server.pk, run.trigger, run.pk), expires=server.probe_interval_s)
+
+
+def enqueue_scrape(server: Server) -> None:
+    scrape.apply_async((server.pk,), expires=server.scrape_interval_s)
+
+
+@shared_task(name="collectors.tasks.tick", ignore_result=True, soft_time_limit=60, time_limit=90)
+def tick() -> None:
+    from collectors.scheduling import enqueue_due
+
+    probes, scrapes = enqueue_due(enqueue_probe, enqueue_scrape)
+    if probes or scrapes:
+        log.info("tick: enqueued %d probe(s), %d scrape(s)", probes, scrapes)
+
+
+@shared_task(
+    bind=True,
+    name="collectors.tasks.probe",
+    ignore_result=True,
+    soft_time_limit=settings.SPECTATOR_PROBE_TIME_LIMIT,
+    time_limit=settings.SPECTATOR_PROBE_TIME_LIMIT + 60,
+    max_retries=PROBE_MAX_RETRIES,
+)
+def probe(self, server_id: int, trigger: str = ProbeRun.Trigger.MANUAL, run_id: int | None = None) -> None:  # type: ignore[no-untyped-def]
+    from collectors.probing import ProbeFailed, run_probe_for_server
+
+    try:
+        run_probe_for_server(server_id, trigger, run_id)
+    except (Server.DoesNotExist, ProbeRun.DoesNotExist):
+        log.info("probe: server %s or run %s no longer exists", server_id, run_id)
+    except ProbeFailed as failed:
+        # The failed run is stored with its reason. A transient failure (unreachable, timeout, 5xx)
+        # is tried again later as a new run, so that every attempt keeps its own row.
+        if failed.transient and self.request.retries < PROBE_MAX_RETRIES:
+            retry_run = ProbeRun.objects.create(
+                server_id=server_id, trigger=trigger, requested_by_id=failed.run.requested_by_id, plan=failed.run.plan
+            )
+            countdown = _backoff_s(self.request.retries)
+            raise self.retry(args=(server_id, trigger, retry_run.pk), countdown=countdown) from None
+
+
+@shared_task(
+    name="collectors.tasks.scrape",
+    ignore_result=True,
+    soft_time_limit=settings.SPECTATOR_SCRAPE_TIME_LIMIT,
+    time_limit=settings.SPECTATOR_SCRAPE_TIME_LIMIT + 30,
+)
+def scrape(server_id: int) -> None:
+    # No retry: a failed scrape leaves its row, and the next one is only scrape_interval_s away.
+    from collectors.scraping import scrape_server
+
+    try:
+        server = Server.objects.get(pk=server_id)
+    except Server.DoesNotExist:
+        return
+    scrape_server(server)
+
+
+@shared_task(name="collectors.tasks.retention", ignore_result=True, soft_time_limit=1800, time_limit=1900)
+def retention() -> None:
+    from collectors.retention import apply_retention
+
+    log.info("retention: deleted %s", apply_retention())

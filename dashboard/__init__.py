@@ -1,0 +1,7 @@
+"""The Django project and the web face of Spectator."""
+
+from __future__ import annotations
+
+from dashboard.celery import app as celery_app
+
+__all__ = ["celery_app"]

@@ -1,0 +1,38 @@
+"""The streaming check blames a buffered stream on the transport, not on the server."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from engine_client import ProbePlan, ProbeReport
+from engine_client.probe import ProbeSession, stream_check
+from engine_client.prompts import PromptBuilder
+
+
+def buffering_proxy(request: httpx.Request) -> httpx.Response:
+    """A server behind a proxy that holds the whole SSE body and delivers it at once."""
+    body = json.loads(request.content)
+    n = body["max_tokens"]
+    if not body.get("stream"):
+        return httpx.Response(200, json={
+            "choices": [{"text": "x" * n, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 20, "completion_tokens": n},
+            "spec": {"verify_steps": n // 2, "tau": 2.0, "drafted_tokens": n * 8, "accepted_tokens": n // 2,
+                     "decode_seconds": n / 100}})
+    events = [{"choices": [{"text": "xx", "finish_reason": None}]} for _ in range(n // 2)]
+    events.append({"choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": n}})
+    data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    return httpx.Response(200, content=data.encode())
+
+
+def test_it_flags_a_stream_that_arrives_all_at_once_as_a_transport_artefact(mock_client) -> None:
+    client = mock_client(buffering_proxy, dialect="openai")
+    report = ProbeReport(url=client.base_url, started_at=0.0)
+    session = ProbeSession(client, ProbePlan(), report)
+    builder = PromptBuilder(lambda text: len(text.split()), tokenizer_backed=False)
+    m, verdict = stream_check(session, builder, 64, 40, two_point_tps=100.0)
+    assert verdict["transport_artefact"] is True
+    assert verdict["reference"] == "server_decode" and verdict["server_tps"] == (40 - 1) / 0.4
+    assert m.kind == "stream" and m.tokens_per_chunk == 2
