@@ -10,6 +10,8 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[engine,client,dashboard,test]'
+	# The browser tests drive Debian's chromium through chromedriver; skipped when already installed.
+	command -v chromedriver >/dev/null || (apt-get update && apt-get install -y chromium chromium-driver)
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -7,7 +7,17 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 
-from collectors.models import ProbeMeasurement, ProbeRun, RawSample, Scrape, Server, ServerLease
+from collectors.models import (
+    Alert,
+    AlertEvent,
+    ChangePoint,
+    ProbeMeasurement,
+    ProbeRun,
+    RawSample,
+    Scrape,
+    Server,
+    ServerLease,
+)
 
 
 class ServerForm(forms.ModelForm):
@@ -64,3 +74,46 @@ class RawSampleAdmin(admin.ModelAdmin):
 @admin.register(ServerLease)
 class ServerLeaseAdmin(admin.ModelAdmin):
     list_display = ("server", "owner", "expires_at")
+
+
+@admin.register(ChangePoint)
+class ChangePointAdmin(admin.ModelAdmin):
+    list_display = ("server", "quantity", "context", "output_len", "at", "direction", "rel_change", "p_value")
+    list_filter = ("direction", "quantity", "server")
+
+
+class AlertEventInline(admin.TabularInline):
+    model = AlertEvent
+    extra = 0
+    can_delete = False
+    readonly_fields = ("from_state", "to_state", "at", "by", "note")
+
+    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+
+def _transition_action(to_state: str, label: str) -> Any:
+    # State changes go through collectors.alerts.transition, so each one leaves an AlertEvent row.
+    @admin.action(description=label)
+    def action(modeladmin: admin.ModelAdmin, request: Any, queryset: Any) -> None:
+        from collectors.alerts import transition
+
+        changed = sum(transition(alert, to_state, by=request.user, note="from the admin") for alert in queryset)
+        modeladmin.message_user(request, f"{changed} alert(s) changed")
+
+    action.__name__ = f"mark_{to_state}"
+    return action
+
+
+@admin.register(Alert)
+class AlertAdmin(admin.ModelAdmin):
+    list_display = ("id", "server", "kind", "quantity", "context", "output_len", "state", "opened_at", "rel_change")
+    list_filter = ("state", "kind", "server")
+    # The state is read-only here: edits would bypass the event rows; use the actions.
+    readonly_fields = ("state", "opened_at", "updated_at", "resolved_at")
+    inlines = [AlertEventInline]
+    actions = [
+        _transition_action(Alert.State.ACKNOWLEDGED, "Acknowledge"),
+        _transition_action(Alert.State.RESOLVED, "Resolve"),
+        _transition_action(Alert.State.FALSE_POSITIVE, "Mark as false positive"),
+    ]

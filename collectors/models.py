@@ -51,6 +51,7 @@ class ProbeRun(models.Model):
     class Trigger(models.TextChoices):
         SCHEDULED = "scheduled"
         MANUAL = "manual"
+        CONFIRMATION = "confirmation"  # a re-probe after the fast check suspected a drop (collectors/alerts.py)
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -79,6 +80,12 @@ class ProbeRun(models.Model):
     acceptance = models.JSONField(null=True, blank=True)
     flags = models.JSONField(default=list, blank=True)  # transport_artefact, tau_disagreement, …
     summary = models.JSONField(null=True, blank=True)  # medians and spreads by context / output length
+    # The suspect run this confirmation run re-checks; one-to-one, so a suspect gets one confirmation at most.
+    confirms = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="confirmation"
+    )
+    # Detection after a succeeded run never fails the run; what went wrong is kept here.
+    detection_error = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-queued_at"]
@@ -169,3 +176,7 @@ class ServerLease(models.Model):
     server = models.OneToOneField(Server, on_delete=models.CASCADE, primary_key=True, related_name="lease")
     owner = models.CharField(max_length=64, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
+
+
+# Change points and alerts live in their own module (STYLE 10); imported here so Django registers them.
+from collectors.alert_models import Alert, AlertEvent, ChangePoint  # noqa: E402, F401

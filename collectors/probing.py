@@ -7,6 +7,8 @@ scrape after, store the run with its measurements.
    already has it (a redelivered message), so stop.
 4. Scrape, probe (progress → `current_step`), scrape; store; `succeeded`.
 5. Any failure → `failed` with the reason; transient ones are re-raised for the task to retry.
+6. With the lock released, detection runs on the finished run (collectors/alerts.py); its errors are
+   logged and stored on the run, never raised.
 """
 
 from __future__ import annotations
@@ -82,20 +84,40 @@ def run_probe_for_server(
         raise ProbeRun.DoesNotExist(f"probe run {run_id} no longer exists")
     if run.status != ProbeRun.Status.QUEUED:
         return run  # a redelivered message for a run that already ran
-    with server_lock(server.pk, lock_ttl_s()) as lock:
-        if not lock.acquired:
-            _finish(run, ProbeRun.Status.SKIPPED, error="another probe is running on this server")
-            return run
-        started = timezone.now()
-        claimed = ProbeRun.objects.filter(pk=run.pk, status=ProbeRun.Status.QUEUED).update(
-            status=ProbeRun.Status.RUNNING, started_at=started, current_step="starting"
-        )
-        if claimed != 1:
-            run.refresh_from_db()
-            return run
-        run.status, run.started_at = ProbeRun.Status.RUNNING, started
-        _execute(server, run, progress)
+    executed = False
+    try:
+        with server_lock(server.pk, lock_ttl_s()) as lock:
+            if not lock.acquired:
+                _finish(run, ProbeRun.Status.SKIPPED, error="another probe is running on this server")
+                return run
+            started = timezone.now()
+            claimed = ProbeRun.objects.filter(pk=run.pk, status=ProbeRun.Status.QUEUED).update(
+                status=ProbeRun.Status.RUNNING, started_at=started, current_step="starting"
+            )
+            if claimed != 1:
+                run.refresh_from_db()
+                return run
+            run.status, run.started_at = ProbeRun.Status.RUNNING, started
+            executed = True
+            _execute(server, run, progress)
+    finally:
+        # After the lock is released, so a confirmation re-probe queued by detection can take it.
+        if executed and run.status in (ProbeRun.Status.SUCCEEDED, ProbeRun.Status.FAILED):
+            detect_after_run(run)
     return run
+
+
+def detect_after_run(run: ProbeRun) -> None:
+    """Step 6: regression detection and alerts (collectors/alerts.py). Never fails the run: an error is
+    logged and kept on the run, because a bug in detection must not cost the measurements."""
+    from collectors.alerts import after_probe_run
+
+    try:
+        after_probe_run(run)
+    except Exception as exc:
+        log.exception("detection after probe run %s failed", run.pk)
+        run.detection_error = f"{type(exc).__name__}: {exc}"[:2000]
+        ProbeRun.objects.filter(pk=run.pk).update(detection_error=run.detection_error)
 
 
 def _execute(server: Server, run: ProbeRun, progress: Callable[[str], None] | None) -> None:

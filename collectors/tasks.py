@@ -59,8 +59,13 @@ def probe(self, server_id: int, trigger: str = ProbeRun.Trigger.MANUAL, run_id: 
         # The failed run is stored with its reason. A transient failure (unreachable, timeout, 5xx)
         # is tried again later as a new run, so that every attempt keeps its own row.
         if failed.transient and self.request.retries < PROBE_MAX_RETRIES:
+            # A confirmation keeps its suspect run: the link moves to the retry (it is one-to-one).
+            confirms_id = failed.run.confirms_id
+            if confirms_id:
+                ProbeRun.objects.filter(pk=failed.run.pk).update(confirms=None)
             retry_run = ProbeRun.objects.create(
-                server_id=server_id, trigger=trigger, requested_by_id=failed.run.requested_by_id, plan=failed.run.plan
+                server_id=server_id, trigger=trigger, requested_by_id=failed.run.requested_by_id, plan=failed.run.plan,
+                confirms_id=confirms_id,
             )
             countdown = _backoff_s(self.request.retries)
             raise self.retry(args=(server_id, trigger, retry_run.pk), countdown=countdown) from None

@@ -1,11 +1,22 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard import views
+from dashboard.views import assets, fleet, health, probe_now, probe_run, server, servers_edit
 
 urlpatterns = [
-    path("health", views.health, name="dashboard-health"),
+    path("health", health.health, name="dashboard-health"),
+    path("login/", auth_views.LoginView.as_view(), name="dashboard-login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="dashboard-logout"),
+    path("assets/<str:version>/<str:name>", assets.asset, name="dashboard-asset"),
+    path("", fleet.fleet, name="dashboard-fleet"),
+    path("servers/add/", servers_edit.server_add, name="dashboard-server-add"),
+    path("servers/<int:server_id>/", server.server_detail, name="dashboard-server"),
+    path("servers/<int:server_id>/edit/", servers_edit.server_edit, name="dashboard-server-edit"),
+    path("servers/<int:server_id>/probe/", probe_now.probe_now, name="dashboard-probe-now"),
+    path("runs/<int:run_id>/", probe_run.probe_run, name="dashboard-run"),
+    path("runs/<int:run_id>/status/", probe_run.probe_status, name="dashboard-run-status"),
     path("admin/", admin.site.urls),
 ]

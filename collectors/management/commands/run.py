@@ -86,7 +86,7 @@ class Command(BaseCommand):
             self._start_services(opts["web_port"], opts["worker_concurrency"])
             web = f"http://127.0.0.1:{opts['web_port']}"
             self.stdout.write(self.style.SUCCESS(
-                f"\nSpectator is running.\n  site:   {web}/admin/   (health: {web}/health)\n"
+                f"\nSpectator is running.\n  site:   {web}/   (admin: {web}/admin/, health: {web}/health)\n"
                 f"  login:  {username} / {password}\n  data:   {settings.DATA_DIR}\n"
                 "Ctrl-C stops everything.\n"
             ))

@@ -1,12 +1,14 @@
-"""The web face. Only /health for now: the pages come with a later issue."""
+"""/health: the one page that needs no login (load balancers, `make run`'s wait)."""
 
 from __future__ import annotations
 
+from django.contrib.auth.decorators import login_not_required
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
 
+@login_not_required
 @require_GET
 def health(request: HttpRequest) -> JsonResponse:
     """200 when the database answers, 503 otherwise (for load balancers and `make run`'s wait)."""

@@ -1,0 +1,393 @@
+"""Detection after a probe run, and the alert lifecycle (DESIGN §3 step 4, §6).
+
+After a succeeded, non-contaminated run, for every series the run touched:
+
+1. Change points over the series' history are found and new ones stored (ChangePoint rows; the
+   charts draw them; improvements are stored as such and never alert).
+2. An active alert on the series: resolve it once the last `resolve_after` points are back within
+   the baseline it opened against (or have recovered `resolve_fraction` of the drop). Otherwise a
+   regression change point that has held for `change_point_alert_points` runs opens one (the
+   second detector, a backstop). Otherwise:
+3. The fast check (median ± k·MAD of the points since the last change point). A scheduled or manual
+   run that looks worse is only *suspect*: ONE confirmation ProbeRun (trigger "confirmation",
+   `confirms` = the suspect run) is queued. When that run succeeds, the series where both the suspect
+   and the confirmation point are worse than the baseline before the suspect open an alert.
+4. τ ≤ `tau_not_paying` on the last `not_paying_after` runs opens "speculation not paying"; a
+   `transport_artefact` flag opens "transport artefact"; both resolve when it goes away.
+
+After a failed run: `unreachable_after` consecutive failed runs open "unreachable"; the next
+succeeded run resolves it. Every state change is a conditional UPDATE plus an AlertEvent row, and
+the partial unique index on Alert makes a second open of the same series and kind a no-op.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from collectors.detection.baseline import SUSPECT, Baseline, BaselineParams, check, robust_baseline
+from collectors.detection.changepoints import ChangePointParams, find_change_points
+from collectors.detection.series import DECODE_TPS, TAU, TTFT, SeriesKey, run_points
+from collectors.models import Alert, AlertEvent, ChangePoint, ProbeMeasurement, ProbeRun, Server
+
+log = logging.getLogger(__name__)
+
+Enqueue = Callable[[Server, ProbeRun], None]
+
+KIND_FOR_QUANTITY = {
+    DECODE_TPS: Alert.Kind.THROUGHPUT_REGRESSION,
+    TTFT: Alert.Kind.THROUGHPUT_REGRESSION,
+    TAU: Alert.Kind.ACCEPTANCE_REGRESSION,
+}
+
+# Which states a transition may start from (the conditional UPDATE's WHERE).
+ALLOWED_FROM: dict[str, tuple[str, ...]] = {
+    Alert.State.ACKNOWLEDGED: (Alert.State.OPEN,),
+    Alert.State.RESOLVED: (Alert.State.OPEN, Alert.State.ACKNOWLEDGED),
+    # Triage after the fact: a resolved alert can still be called a false positive.
+    Alert.State.FALSE_POSITIVE: (Alert.State.OPEN, Alert.State.ACKNOWLEDGED, Alert.State.RESOLVED),
+}
+
+
+@dataclass(frozen=True)
+class AlertParams:
+    history: int = 200  # points per series given to the change-point detector
+    resolve_after: int = 2  # consecutive points back at baseline before an alert resolves itself
+    resolve_fraction: float = 0.8  # …or this much of the drop recovered
+    unreachable_after: int = 3  # consecutive failed probe runs before "unreachable"
+    tau_not_paying: float = 1.05  # τ at or below this: the drafter's tokens are (almost) never accepted
+    not_paying_after: int = 2  # consecutive runs with τ that low
+    # Runs at the new level before a change point alone opens an alert: its position and levels are
+    # provisional for the first few points (ChangePointParams.min_segment is the least it can see).
+    change_point_alert_points: int = 4
+    baseline: BaselineParams = field(default_factory=BaselineParams)
+    change_points: ChangePointParams = field(default_factory=ChangePointParams)
+
+
+# --- lifecycle ---------------------------------------------------------------------------------------
+
+
+def open_alert(
+    server: Server,
+    kind: str,
+    key: SeriesKey | None = None,
+    *,
+    note: str = "",
+    confirming_runs: list[ProbeRun] | tuple[ProbeRun, ...] = (),
+    **fields: Any,
+) -> Alert | None:
+    """Open an alert, or return None when one is already active for this series and kind."""
+    series = {"quantity": key.quantity, "context": key.context, "output_len": key.output_len} if key else {}
+    try:
+        with transaction.atomic():
+            alert = Alert.objects.create(server=server, kind=kind, note=note, **series, **fields)
+            AlertEvent.objects.create(alert=alert, from_state="", to_state=Alert.State.OPEN, note=note)
+            if confirming_runs:
+                alert.confirming_runs.set(confirming_runs)
+    except IntegrityError:
+        return None  # the partial unique index: another worker (or an earlier run) opened it first
+    log.warning("alert opened: %s", alert)
+    return alert
+
+
+def transition(alert: Alert, to_state: str, *, by: Any = None, note: str = "") -> bool:
+    """Move an alert to `to_state` if it is in an allowed state; False when another change won."""
+    now = timezone.now()
+    fields: dict[str, Any] = {"state": to_state, "updated_at": now}
+    if to_state in (Alert.State.RESOLVED, Alert.State.FALSE_POSITIVE):
+        fields["resolved_at"] = now
+    if note and to_state == Alert.State.FALSE_POSITIVE:
+        fields["note"] = note
+    with transaction.atomic():
+        changed = Alert.objects.filter(pk=alert.pk, state__in=ALLOWED_FROM[to_state]).update(**fields)
+        if changed != 1:
+            return False
+        AlertEvent.objects.create(alert=alert, from_state=alert.state, to_state=to_state, by=by, note=note)
+    for name, value in fields.items():
+        setattr(alert, name, value)
+    return True
+
+
+def active_alert(server: Server, kind: str, key: SeriesKey | None = None) -> Alert | None:
+    series = {"quantity": key.quantity, "context": key.context, "output_len": key.output_len} if key else {
+        "quantity": "", "context": 0, "output_len": 0}
+    return Alert.objects.filter(server=server, kind=kind, state__in=Alert.ACTIVE, **series).first()
+
+
+# --- series history ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Point:
+    run: ProbeRun
+    value: float
+
+
+def _tau(run: ProbeRun) -> float | None:
+    return run.tau_counters if run.tau_counters is not None else run.tau_responses
+
+
+def load_history(server: Server, upto: ProbeRun, limit: int) -> dict[SeriesKey, list[Point]]:
+    """Every series' points from succeeded, non-contaminated runs up to `upto`, oldest first."""
+    runs = list(
+        ProbeRun.objects.filter(
+            server=server, status=ProbeRun.Status.SUCCEEDED, contaminated=False, queued_at__lte=upto.queued_at
+        ).order_by("-queued_at", "-pk")[:limit]
+    )[::-1]
+    by_run: dict[int, list[dict[str, Any]]] = {}
+    fields = ("run_id", "kind", "context", "output_len", "decode_tps", "ttft_s")
+    for m in ProbeMeasurement.objects.filter(run_id__in=[r.pk for r in runs]).values(*fields):
+        by_run.setdefault(m["run_id"], []).append(m)
+    history: dict[SeriesKey, list[Point]] = {}
+    for run in runs:
+        for key, value in run_points(by_run.get(run.pk, []), tau=_tau(run)).items():
+            history.setdefault(key, []).append(Point(run, value))
+    return history
+
+
+def _store_change_points(server: Server, key: SeriesKey, points: list[Point], params: AlertParams) -> int:
+    """Store newly found change points; return the index of the latest stored one in `points` (0 if none).
+
+    A change point near the end of the history is provisional: its position and levels firm up as
+    points arrive, so one found again within two points of a stored one updates that row.
+    """
+    found = find_change_points([p.value for p in points], higher_is_better=key.higher_is_better,
+                               params=params.change_points)
+    series = {"server": server, "quantity": key.quantity, "context": key.context, "output_len": key.output_len}
+    position = {p.run.pk: i for i, p in enumerate(points)}
+    stored = {position[run_id]: pk for pk, run_id in ChangePoint.objects.filter(**series).values_list("pk", "run_id")
+              if run_id in position}
+    for cp in found:
+        run = points[cp.index].run
+        fields = {
+            "run": run, "at": run.started_at or run.queued_at, "index": cp.index, "old_level": cp.old_level,
+            "old_spread": cp.old_spread, "new_level": cp.new_level, "new_spread": cp.new_spread,
+            "rel_change": cp.rel_change, "p_value": cp.p_value, "direction": cp.direction,
+        }
+        near = [i for i in stored if abs(cp.index - i) <= 2]
+        if near:
+            pk = stored.pop(near[0])
+            ChangePoint.objects.filter(pk=pk).update(**fields)
+        else:
+            pk = ChangePoint.objects.create(**series, **fields).pk
+        stored[cp.index] = pk
+    return max(stored, default=0)
+
+
+def _fingerprint_change(before: ProbeRun | None, after: ProbeRun) -> dict[str, Any]:
+    if before is None or before.fingerprint == after.fingerprint:
+        return {}
+    return {"fingerprint_before": before.fingerprint, "fingerprint_after": after.fingerprint}
+
+
+# --- after a run -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Evaluation:
+    """What detection did after one run (for logs and tests)."""
+
+    suspects: list[SeriesKey] = field(default_factory=list)
+    confirmation: ProbeRun | None = None
+    opened: list[Alert] = field(default_factory=list)
+    resolved: list[Alert] = field(default_factory=list)
+
+
+def after_probe_run(run: ProbeRun, *, enqueue: Enqueue | None = None, params: AlertParams | None = None) -> Evaluation:
+    """Detection after a probe run ended (called by collectors/probing.py; errors are the caller's)."""
+    params = params or AlertParams()
+    server = Server.objects.get(pk=run.server_id)
+    if run.status == ProbeRun.Status.FAILED:
+        return _after_failed_run(server, run, params)
+    if run.status != ProbeRun.Status.SUCCEEDED:
+        return Evaluation()
+    ev = Evaluation()
+    _resolve(active_alert(server, Alert.Kind.UNREACHABLE), "a probe run succeeded", ev)
+    if run.contaminated:
+        return ev  # other traffic overlapped: the numbers say nothing about the server
+    _check_transport(server, run, ev)
+    history = load_history(server, run, params.history)
+    for key, points in history.items():
+        if points[-1].run.pk == run.pk:
+            _evaluate_series(server, run, key, points, params, ev)
+    if ev.suspects and run.trigger != ProbeRun.Trigger.CONFIRMATION:
+        ev.confirmation = _queue_confirmation(server, run, enqueue)
+    return ev
+
+
+def _evaluate_series(
+    server: Server, run: ProbeRun, key: SeriesKey, points: list[Point], params: AlertParams, ev: Evaluation
+) -> None:
+    last_cp = _store_change_points(server, key, points, params)
+    if key.quantity == TAU:
+        _check_not_paying(server, key, points, params, ev)
+    kind = KIND_FOR_QUANTITY[key.quantity]
+    alert = active_alert(server, kind, key)
+    if alert is not None:
+        _maybe_resolve(alert, key, points, params, ev)
+        return
+    if _open_from_change_point(server, kind, key, points, last_cp, params, ev):
+        return
+    suspect_run = run.confirms if run.trigger == ProbeRun.Trigger.CONFIRMATION else run
+    if suspect_run is None:
+        return
+    at = next((i for i, p in enumerate(points) if p.run.pk == suspect_run.pk), None)
+    if at is None:
+        return  # the suspect run had no point in this series (or was contaminated)
+    # The baseline: stable points since the last change point, strictly before the suspect run.
+    before = points[last_cp if last_cp <= at else 0 : at]
+    base = robust_baseline([p.value for p in before], params.baseline)
+    if base is None:
+        return
+    verdicts = [check(points[at].value, base, higher_is_better=key.higher_is_better, params=params.baseline)]
+    if run is suspect_run:
+        if verdicts[0].kind == SUSPECT:
+            ev.suspects.append(key)
+        return
+    verdicts.append(check(points[-1].value, base, higher_is_better=key.higher_is_better, params=params.baseline))
+    if all(v.kind == SUSPECT for v in verdicts):
+        _open_regression(server, kind, key, base, [points[at], points[-1]], before[-1].run if before else None, ev)
+
+
+def _open_from_change_point(
+    server: Server, kind: str, key: SeriesKey, points: list[Point], last_cp: int, params: AlertParams,
+    ev: Evaluation,
+) -> bool:
+    """The second detector: a regression change point whose new level still holds at the latest point.
+
+    It catches what the fast check missed (no baseline yet, a lost confirmation run, a drop smaller
+    than k·MAD but significant over several points). The points after the change point are its
+    confirmation. A drop that already had an alert (in any state, e.g. marked false positive) since
+    the change point is not raised again.
+    """
+    if last_cp == 0 or len(points) - last_cp < params.change_point_alert_points:
+        return False
+    cp_run = points[last_cp].run
+    cp = ChangePoint.objects.filter(server=server, quantity=key.quantity, context=key.context,
+                                    output_len=key.output_len, run=cp_run).first()
+    if cp is None or cp.direction != ChangePoint.Direction.REGRESSION:
+        return False
+    series = {"quantity": key.quantity, "context": key.context, "output_len": key.output_len}
+    if Alert.objects.filter(server=server, kind=kind, opened_at__gte=cp_run.queued_at, **series).exists():
+        return False
+    latest = points[-1].value
+    if abs(latest - cp.new_level) >= abs(latest - cp.old_level):
+        return False  # the latest run is back nearer the old level: a dip, not (yet) a new level
+    alert = open_alert(
+        server, kind, key, old_level=cp.old_level, old_spread=cp.old_spread, new_level=cp.new_level,
+        new_spread=cp.new_spread, rel_change=cp.rel_change, change_point=cp,
+        confirming_runs=[p.run for p in points[last_cp:]],
+        **_fingerprint_change(points[last_cp - 1].run, cp_run),
+        note=f"{key.label()}: {cp.old_level:.4g} → {cp.new_level:.4g} ({cp.rel_change:+.1%}), a change point "
+        f"(p = {cp.p_value:.2g}) over {len(points) - last_cp} probe runs",
+    )
+    if alert is not None:
+        ev.opened.append(alert)
+    return True
+
+
+def _open_regression(
+    server: Server, kind: str, key: SeriesKey, base: Baseline, confirming: list[Point], last_good: ProbeRun | None,
+    ev: Evaluation,
+) -> None:
+    values = [p.value for p in confirming]
+    new = statistics.median(values)
+    alert = open_alert(
+        server, kind, key, old_level=base.level, old_spread=base.spread, new_level=new,
+        new_spread=(max(values) - min(values)) / 2, rel_change=new / base.level - 1 if base.level else None,
+        confirming_runs=[p.run for p in confirming], **_fingerprint_change(last_good, confirming[0].run),
+        note=f"{key.label()}: {base.level:.4g} → {new:.4g} ({new / base.level - 1:+.1%}), confirmed by a re-probe",
+    )
+    if alert is not None:
+        ev.opened.append(alert)
+
+
+def _maybe_resolve(alert: Alert, key: SeriesKey, points: list[Point], params: AlertParams, ev: Evaluation) -> None:
+    if alert.old_level is None:
+        return
+    confirming = set(alert.confirming_runs.values_list("pk", flat=True))
+    since = [p for p in points if p.run.queued_at >= alert.opened_at and p.run.pk not in confirming]
+    recent = since[-params.resolve_after :]
+    if len(recent) < params.resolve_after:
+        return
+    base = Baseline(level=alert.old_level, spread=alert.old_spread or 0.0, n=0)
+
+    def recovered(value: float) -> bool:
+        if check(value, base, higher_is_better=key.higher_is_better, params=params.baseline).kind != SUSPECT:
+            return True
+        # Or most of the drop is gone: a quantised series (τ of a small model) has MAD 0 and wanders by
+        # a few per cent, so "within the baseline band" alone can keep a recovered series open.
+        new = alert.new_level if alert.new_level is not None else base.level
+        drop = base.level - new  # negative for a lower-is-better series (TTFT): the ratio still works
+        return drop != 0 and (value - new) / drop >= params.resolve_fraction
+
+    if all(recovered(p.value) for p in recent):
+        _resolve(alert, f"{key.label()} back at {statistics.median(p.value for p in recent):.4g}", ev)
+
+
+def _resolve(alert: Alert | None, note: str, ev: Evaluation) -> None:
+    if alert is not None and transition(alert, Alert.State.RESOLVED, note=note):
+        ev.resolved.append(alert)
+
+
+def _check_not_paying(server: Server, key: SeriesKey, points: list[Point], params: AlertParams, ev: Evaluation) -> None:
+    kind = Alert.Kind.SPECULATION_NOT_PAYING
+    recent = points[-params.not_paying_after :]
+    low = len(recent) == params.not_paying_after and all(p.value <= params.tau_not_paying for p in recent)
+    if low:
+        alert = open_alert(server, kind, key, new_level=recent[-1].value, confirming_runs=[p.run for p in recent],
+                           note=f"τ = {recent[-1].value:.3g}: drafted tokens are almost never accepted")
+        if alert is not None:
+            ev.opened.append(alert)
+    elif points[-1].value > params.tau_not_paying:
+        _resolve(active_alert(server, kind, key), f"τ = {points[-1].value:.3g}", ev)
+
+
+def _check_transport(server: Server, run: ProbeRun, ev: Evaluation) -> None:
+    kind = Alert.Kind.TRANSPORT_ARTEFACT
+    if "transport_artefact" in (run.flags or []):
+        alert = open_alert(server, kind, confirming_runs=[run],
+                           note="the streamed rate is far below the two-point rate: a buffering proxy or tunnel")
+        if alert is not None:
+            ev.opened.append(alert)
+    elif run.plan.get("stream_check", True) is not False:
+        _resolve(active_alert(server, kind), "the streamed rate matches the two-point rate again", ev)
+
+
+def _queue_confirmation(server: Server, run: ProbeRun, enqueue: Enqueue | None) -> ProbeRun | None:
+    waiting = (ProbeRun.Status.QUEUED, ProbeRun.Status.RUNNING)
+    pending = ProbeRun.objects.filter(server=server, trigger=ProbeRun.Trigger.CONFIRMATION, status__in=waiting)
+    if pending.exists():
+        return None  # one confirmation at a time per server
+    try:
+        with transaction.atomic():
+            confirmation = ProbeRun.objects.create(
+                server=server, trigger=ProbeRun.Trigger.CONFIRMATION, confirms=run, plan=run.plan
+            )
+    except IntegrityError:
+        return None  # `confirms` is one-to-one: this suspect already has its confirmation
+    if enqueue is None:
+        from collectors.tasks import enqueue_probe as enqueue
+    enqueue(server, confirmation)
+    log.info("probe run %s looks worse than baseline; confirmation run %s queued", run.pk, confirmation.pk)
+    return confirmation
+
+
+def _after_failed_run(server: Server, run: ProbeRun, params: AlertParams) -> Evaluation:
+    ev = Evaluation()
+    recent = list(
+        ProbeRun.objects.filter(server=server, status__in=(ProbeRun.Status.SUCCEEDED, ProbeRun.Status.FAILED))
+        .order_by("-queued_at", "-pk")[: params.unreachable_after]
+    )
+    if len(recent) == params.unreachable_after and all(r.status == ProbeRun.Status.FAILED for r in recent):
+        alert = open_alert(server, Alert.Kind.UNREACHABLE, confirming_runs=recent,
+                           note=f"{len(recent)} probe runs in a row failed; last: {run.error}"[:2000])
+        if alert is not None:
+            ev.opened.append(alert)
+    return ev
