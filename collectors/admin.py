@@ -11,12 +11,15 @@ from collectors.models import (
     Alert,
     AlertEvent,
     ChangePoint,
+    Notification,
+    NotificationAttempt,
     ProbeMeasurement,
     ProbeRun,
     RawSample,
     Scrape,
     Server,
     ServerLease,
+    Subscription,
 )
 
 
@@ -117,3 +120,23 @@ class AlertAdmin(admin.ModelAdmin):
         _transition_action(Alert.State.RESOLVED, "Resolve"),
         _transition_action(Alert.State.FALSE_POSITIVE, "Mark as false positive"),
     ]
+
+
+@admin.register(Subscription)
+class SubscriptionAdmin(admin.ModelAdmin):
+    list_display = ("server", "user", "email", "added_by", "created_at")
+    list_filter = ("server",)
+
+
+class AttemptInline(admin.TabularInline):
+    model = NotificationAttempt
+    extra = 0
+    can_delete = False
+    readonly_fields = ("at", "ok", "transient", "error")
+
+
+@admin.register(Notification)
+class NotificationAdmin(admin.ModelAdmin):
+    list_display = ("id", "event", "email", "state", "attempts", "sent_at", "last_error")
+    list_filter = ("state",)
+    inlines = [AttemptInline]

@@ -35,6 +35,7 @@ from collectors.detection.baseline import SUSPECT, Baseline, BaselineParams, che
 from collectors.detection.changepoints import ChangePointParams, find_change_points
 from collectors.detection.series import DECODE_TPS, TAU, TTFT, SeriesKey, run_points
 from collectors.models import Alert, AlertEvent, ChangePoint, ProbeMeasurement, ProbeRun, Server
+from collectors.notify import notify_on_commit
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +88,10 @@ def open_alert(
     try:
         with transaction.atomic():
             alert = Alert.objects.create(server=server, kind=kind, note=note, **series, **fields)
-            AlertEvent.objects.create(alert=alert, from_state="", to_state=Alert.State.OPEN, note=note)
+            event = AlertEvent.objects.create(alert=alert, from_state="", to_state=Alert.State.OPEN, note=note)
             if confirming_runs:
                 alert.confirming_runs.set(confirming_runs)
+            notify_on_commit(event)  # the e-mails' rows commit with the event; sent after commit
     except IntegrityError:
         return None  # the partial unique index: another worker (or an earlier run) opened it first
     log.warning("alert opened: %s", alert)
@@ -108,7 +110,8 @@ def transition(alert: Alert, to_state: str, *, by: Any = None, note: str = "") -
         changed = Alert.objects.filter(pk=alert.pk, state__in=ALLOWED_FROM[to_state]).update(**fields)
         if changed != 1:
             return False
-        AlertEvent.objects.create(alert=alert, from_state=alert.state, to_state=to_state, by=by, note=note)
+        event = AlertEvent.objects.create(alert=alert, from_state=alert.state, to_state=to_state, by=by, note=note)
+        notify_on_commit(event)  # resolves are mailed (collectors/notify.MAILED); other changes are not
     for name, value in fields.items():
         setattr(alert, name, value)
     return True

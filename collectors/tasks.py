@@ -93,3 +93,25 @@ def retention() -> None:
     from collectors.retention import apply_retention
 
     log.info("retention: deleted %s", apply_retention())
+
+
+NOTIFY_MAX_RETRIES = 6
+
+
+def _notify_backoff_s(retries: int) -> int:
+    # 1, 2, 4 … minutes, at most 30: an SMTP server back within the hour still gets the mail.
+    return min(60 * 2**retries, 1800)
+
+
+@shared_task(bind=True, name="collectors.tasks.send_notification", ignore_result=True, soft_time_limit=60,
+             time_limit=90, max_retries=NOTIFY_MAX_RETRIES)
+def send_notification_task(self, notification_id: int) -> None:  # type: ignore[no-untyped-def]
+    from collectors.notify import TransientSendError, give_up, send_notification
+
+    try:
+        send_notification(notification_id)
+    except TransientSendError:
+        if self.request.retries >= NOTIFY_MAX_RETRIES:
+            give_up(notification_id)
+            return
+        raise self.retry(countdown=_notify_backoff_s(self.request.retries)) from None

@@ -53,4 +53,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             "SPECTATOR_PROBE_TIME_LIMIT must be longer than SPECTATOR_TICK_SECONDS.",
             id="spectator.E005",
         ))
+    if settings.EMAIL_HOST and settings.DEFAULT_FROM_EMAIL.endswith("@localhost"):
+        # Most SMTP relays refuse (or spam-file) a sender no one can reply to: alert mails would vanish.
+        problems.append(Warning(
+            "EMAIL_HOST is set but DEFAULT_FROM_EMAIL is still the local default.",
+            hint="Set DEFAULT_FROM_EMAIL to an address your SMTP server accepts as sender.",
+            id="spectator.W002",
+        ))
     return problems

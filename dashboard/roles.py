@@ -12,17 +12,22 @@ from typing import Any
 
 VIEWER, OPERATOR, STAFF = "viewer", "operator", "staff"
 
-READ = ["view_server", "view_proberun", "view_probemeasurement", "view_scrape"]
+READ = ["view_server", "view_proberun", "view_probemeasurement", "view_scrape", "view_alert", "view_alertevent"]
+# Triage (acknowledge / resolve / false positive, test e-mail) is `change_alert`; a user subscribes
+# themself (any reader); plain addresses need `add_subscription` (staff).
 ROLE_PERMISSIONS: dict[str, list[str]] = {
     VIEWER: READ,
-    OPERATOR: [*READ, "add_proberun"],
-    STAFF: [*READ, "add_proberun", "add_server", "change_server", "delete_server", "change_proberun"],
+    OPERATOR: [*READ, "add_proberun", "change_alert"],
+    STAFF: [*READ, "add_proberun", "add_server", "change_server", "delete_server", "change_proberun", "change_alert",
+            "add_subscription", "delete_subscription", "view_subscription"],
 }
 
 # What the views ask for (app_label.codename).
 CAN_READ = "collectors.view_server"
 CAN_PROBE = "collectors.add_proberun"
 CAN_EDIT_SERVERS = ("collectors.add_server", "collectors.change_server")
+CAN_TRIAGE_ALERTS = "collectors.change_alert"
+CAN_ADD_ADDRESSES = "collectors.add_subscription"
 
 
 def ensure_roles(**kwargs: Any) -> None:

@@ -98,6 +98,22 @@ SPECTATOR_SCRAPE_RETENTION_DAYS = envint("SPECTATOR_SCRAPE_RETENTION_DAYS", 90, 
 # "auto": a Redis lock when the broker is Redis, a lease row in the database otherwise.
 SPECTATOR_LOCK_BACKEND = envstr("SPECTATOR_LOCK_BACKEND", "auto")
 
+# --- E-mail (alert notifications: collectors/notify.py) ---------------------------------------------
+# No EMAIL_HOST → the console backend: a local install prints alert mails to the worker's log.
+EMAIL_HOST = envstr("EMAIL_HOST", "")
+EMAIL_BACKEND = envstr(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend",
+)
+EMAIL_PORT = envint("EMAIL_PORT", 587 if envbool("EMAIL_USE_TLS", True) else 25, minimum=1, maximum=65535)
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", True)  # STARTTLS; the usual submission setup on port 587
+EMAIL_HOST_USER = envstr("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = envsecret("EMAIL_HOST_PASSWORD", "")
+EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", 20, minimum=1)  # a hung SMTP server must not hold a worker
+DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "spectator@localhost")
+# Absolute links in e-mails (server page, alert); the site's public address.
+SPECTATOR_SITE_URL = envstr("SPECTATOR_SITE_URL", SITE_ROOT).rstrip("/")
+
 # --- Celery ---------------------------------------------------------------------------------------
 # One block, read by dashboard/celery.py through config_from_object(namespace="CELERY").
 CELERY_BROKER_URL = envsecret("CELERY_BROKER_URL", "filesystem://")

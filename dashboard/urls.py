@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard.views import assets, fleet, health, probe_now, probe_run, server, servers_edit
+from dashboard.views import alerts, assets, fleet, health, probe_now, probe_run, server, servers_edit, subscriptions
 
 urlpatterns = [
     path("health", health.health, name="dashboard-health"),
@@ -18,5 +18,12 @@ urlpatterns = [
     path("servers/<int:server_id>/probe/", probe_now.probe_now, name="dashboard-probe-now"),
     path("runs/<int:run_id>/", probe_run.probe_run, name="dashboard-run"),
     path("runs/<int:run_id>/status/", probe_run.probe_status, name="dashboard-run-status"),
+    path("alerts/", alerts.alerts, name="dashboard-alerts"),
+    path("alerts/<int:alert_id>/<str:action>/", alerts.alert_action, name="dashboard-alert-action"),
+    path("alerts/test-email/", alerts.test_email, name="dashboard-alert-test-email"),
+    path("servers/<int:server_id>/subscribe/", subscriptions.toggle, name="dashboard-subscribe"),
+    path("servers/<int:server_id>/subscribers/", subscriptions.add_address, name="dashboard-subscriber-add"),
+    path("subscriptions/<int:subscription_id>/remove/", subscriptions.remove_address,
+         name="dashboard-subscriber-remove"),
     path("admin/", admin.site.urls),
 ]

@@ -36,3 +36,8 @@ def test_it_flags_the_default_secret_key_on_a_public_host() -> None:
 @override_settings(SPECTATOR_PROBE_TIME_LIMIT=5, SPECTATOR_TICK_SECONDS=10)
 def test_it_flags_a_probe_limit_shorter_than_a_tick() -> None:
     assert "spectator.E005" in ids()
+
+
+@override_settings(EMAIL_HOST="smtp.example.org", DEFAULT_FROM_EMAIL="spectator@localhost")
+def test_it_warns_of_a_local_sender_on_a_real_smtp_server() -> None:
+    assert "spectator.W002" in ids()
