@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -32,6 +32,9 @@ from engine.server.submit import (
     wait_result,
 )
 from engine.server.worker import Job, job_events
+
+if TYPE_CHECKING:
+    from engine.decode import Generation
 
 router = APIRouter()
 ROLE_NAMES = {"system": "System", "developer": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
@@ -61,6 +64,19 @@ def _usage(prompt: int, completion: int) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
+async def _non_streamed(job: Job, request: Request, head: dict[str, Any],
+                        content: Callable[[Generation], dict[str, Any]]) -> Response:
+    """One finished generation as an OpenAI response: `head` (id, object, created, model), one choice with
+    `content(gen)`, usage, and our `spec` statistics; 499 when the client went away first."""
+    result = await wait_result(job, request)
+    if result is None:
+        return Response(status_code=499)
+    gen = result.generation
+    choice = {"index": 0, **content(gen), "logprobs": None, "finish_reason": gen.finish_reason}
+    return JSONResponse({**head, "choices": [choice], "usage": _usage(gen.prompt_tokens, len(gen.tokens)),
+                         "spec": spec_summary(result)})
+
+
 @router.post("/v1/completions")
 async def completions(body: CompletionRequest, request: Request) -> Response:
     state = _state(request)
@@ -83,16 +99,9 @@ async def completions(body: CompletionRequest, request: Request) -> Response:
     rid, created, model = f"cmpl-{uuid.uuid4().hex}", int(time.time()), state.config.model_name
 
     if not body.stream:
-        result = await wait_result(job, request)
-        if result is None:
-            return Response(status_code=499)
-        gen = result.generation
-        return JSONResponse({
-            "id": rid, "object": "text_completion", "created": created, "model": model,
-            "choices": [{"index": 0, "text": gen.text, "logprobs": None, "finish_reason": gen.finish_reason}],
-            "usage": _usage(gen.prompt_tokens, len(gen.tokens)),
-            "spec": spec_summary(result),
-        })
+        return await _non_streamed(job, request, {"id": rid, "object": "text_completion", "created": created,
+                                                  "model": model},
+                                   lambda gen: {"text": gen.text})
 
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
 
@@ -130,17 +139,9 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Res
     rid, created, model = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), state.config.model_name
 
     if not body.stream:
-        result = await wait_result(job, request)
-        if result is None:
-            return Response(status_code=499)
-        gen = result.generation
-        return JSONResponse({
-            "id": rid, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": gen.text},
-                         "logprobs": None, "finish_reason": gen.finish_reason}],
-            "usage": _usage(gen.prompt_tokens, len(gen.tokens)),
-            "spec": spec_summary(result),
-        })
+        return await _non_streamed(job, request, {"id": rid, "object": "chat.completion", "created": created,
+                                                  "model": model},
+                                   lambda gen: {"message": {"role": "assistant", "content": gen.text}})
 
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
 

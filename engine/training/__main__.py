@@ -19,13 +19,13 @@ from engine.checkpoint import load_target, save_model
 from engine.config import PRESETS
 from engine.drafter import DFlashDrafter
 from engine.model import Qwen3ForCausalLM
-from engine.runtime import load_decoder
+from engine.runtime import load_decoder, resolve_device
 from engine.tokenizer import MASK, Tokenizer
 from engine.training.bpe import train_bpe
 from engine.training.card import write_card
 from engine.training.corpus import load_corpus, prompts_from
 from engine.training.draft import train_drafter
-from engine.training.loop import Log, init_weights, pick_device, random_windows
+from engine.training.loop import Log, init_weights, random_windows
 from engine.training.onpolicy import generate_onpolicy
 from engine.training.pretrain import pretrain
 
@@ -55,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
 
     preset = PRESETS[args.preset]
     out = Path(args.out)
-    device = pick_device(args.device)
+    try:
+        device = torch.device(resolve_device(args.device))
+    except ValueError as e:
+        p.error(str(e))
     log = Log()
     torch.manual_seed(args.seed)
     if device.type == "cuda":

@@ -12,14 +12,6 @@ import torch
 from torch import Tensor, nn
 
 
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("--device cuda: no CUDA device is available")
-    return torch.device(name)
-
-
 def init_weights(module: nn.Module, std: float = 0.02) -> None:
     """GPT-style init: small normal weights, so a tied embedding starts with sane logits."""
     for m in module.modules():
