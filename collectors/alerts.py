@@ -63,12 +63,33 @@ class AlertParams:
     resolve_fraction: float = 0.8  # …or this much of the drop recovered
     unreachable_after: int = 3  # consecutive failed probe runs before "unreachable"
     tau_not_paying: float = 1.05  # τ at or below this: the drafter's tokens are (almost) never accepted
-    not_paying_after: int = 2  # consecutive runs with τ that low
+    not_paying_after: int = 2  # consecutive runs with τ that low (or decode below the non-speculative rate)
     # Runs at the new level before a change point alone opens an alert: its position and levels are
     # provisional for the first few points (ChangePointParams.min_segment is the least it can see).
     change_point_alert_points: int = 4
+    confirmations: int = 1  # re-probes that must agree with a suspect run before an alert opens
+    stale_after: int = 2  # consecutive probe runs whose counters did not move → "metrics stale"
+    scrape_min_steps: int = 20  # a scrape window with fewer verify steps gives no τ point (too noisy)
     baseline: BaselineParams = field(default_factory=BaselineParams)
     change_points: ChangePointParams = field(default_factory=ChangePointParams)
+
+    @classmethod
+    def from_settings(cls) -> AlertParams:
+        """The SPECTATOR_DETECT_* settings (dashboard/settings.py; defaults in collectors/DETECTION.md)."""
+        from django.conf import settings as s
+
+        rel = s.SPECTATOR_DETECT_MIN_REL_CHANGE
+        return cls(
+            resolve_after=s.SPECTATOR_DETECT_RESOLVE_AFTER, unreachable_after=s.SPECTATOR_DETECT_UNREACHABLE_AFTER,
+            tau_not_paying=s.SPECTATOR_DETECT_TAU_NOT_PAYING, not_paying_after=s.SPECTATOR_DETECT_NOT_PAYING_AFTER,
+            change_point_alert_points=s.SPECTATOR_DETECT_CHANGE_POINT_ALERT_POINTS,
+            confirmations=s.SPECTATOR_DETECT_CONFIRMATIONS, stale_after=s.SPECTATOR_DETECT_STALE_AFTER,
+            scrape_min_steps=s.SPECTATOR_DETECT_SCRAPE_MIN_STEPS,
+            baseline=BaselineParams(window=s.SPECTATOR_DETECT_BASELINE_WINDOW,
+                                    min_points=s.SPECTATOR_DETECT_BASELINE_MIN_POINTS, k=s.SPECTATOR_DETECT_MAD_K,
+                                    min_rel_change=rel),
+            change_points=ChangePointParams(max_pvalue=s.SPECTATOR_DETECT_MAX_PVALUE, min_rel_change=rel),
+        )
 
 
 # --- lifecycle ---------------------------------------------------------------------------------------
@@ -204,7 +225,7 @@ class Evaluation:
 
 def after_probe_run(run: ProbeRun, *, enqueue: Enqueue | None = None, params: AlertParams | None = None) -> Evaluation:
     """Detection after a probe run ended (called by collectors/probing.py; errors are the caller's)."""
-    params = params or AlertParams()
+    params = params or AlertParams.from_settings()
     server = Server.objects.get(pk=run.server_id)
     if run.status == ProbeRun.Status.FAILED:
         return _after_failed_run(server, run, params)
@@ -219,7 +240,8 @@ def after_probe_run(run: ProbeRun, *, enqueue: Enqueue | None = None, params: Al
     for key, points in history.items():
         if points[-1].run.pk == run.pk:
             _evaluate_series(server, run, key, points, params, ev)
-    if ev.suspects and run.trigger != ProbeRun.Trigger.CONFIRMATION:
+    _check_nonspec_baseline(server, history, run, params, ev)
+    if ev.suspects:
         ev.confirmation = _queue_confirmation(server, run, enqueue)
     return ev
 
@@ -229,18 +251,20 @@ def _evaluate_series(
 ) -> None:
     last_cp = _store_change_points(server, key, points, params)
     if key.quantity == TAU:
-        _check_not_paying(server, key, points, params, ev)
+        _check_not_paying(server, key, points, last_cp, params, ev)
     kind = KIND_FOR_QUANTITY[key.quantity]
+    if key.quantity == TAU and active_alert(server, Alert.Kind.SPECULATION_NOT_PAYING, key) is not None:
+        return  # τ collapsed to 1: that alert says it all, and resolves itself when τ is back
     alert = active_alert(server, kind, key)
     if alert is not None:
         _maybe_resolve(alert, key, points, params, ev)
         return
     if _open_from_change_point(server, kind, key, points, last_cp, params, ev):
         return
-    suspect_run = run.confirms if run.trigger == ProbeRun.Trigger.CONFIRMATION else run
-    if suspect_run is None:
-        return
-    at = next((i for i, p in enumerate(points) if p.run.pk == suspect_run.pk), None)
+    chain = _confirmation_chain(run)
+    if chain[0].trigger == ProbeRun.Trigger.CONFIRMATION:
+        return  # the suspect run is gone (retention): nothing to confirm against
+    at = next((i for i, p in enumerate(points) if p.run.pk == chain[0].pk), None)
     if at is None:
         return  # the suspect run had no point in this series (or was contaminated)
     # The baseline: stable points since the last change point, strictly before the suspect run.
@@ -248,14 +272,30 @@ def _evaluate_series(
     base = robust_baseline([p.value for p in before], params.baseline)
     if base is None:
         return
-    verdicts = [check(points[at].value, base, higher_is_better=key.higher_is_better, params=params.baseline)]
-    if run is suspect_run:
-        if verdicts[0].kind == SUSPECT:
-            ev.suspects.append(key)
+    in_chain = {r.pk for r in chain}
+    confirming = [p for p in points[at:] if p.run.pk in in_chain]
+    verdicts = [check(p.value, base, higher_is_better=key.higher_is_better, params=params.baseline) for p in confirming]
+    if not all(v.kind == SUSPECT for v in verdicts):
         return
-    verdicts.append(check(points[-1].value, base, higher_is_better=key.higher_is_better, params=params.baseline))
-    if all(v.kind == SUSPECT for v in verdicts):
-        _open_regression(server, kind, key, base, [points[at], points[-1]], before[-1].run if before else None, ev)
+    if len(confirming) - 1 < params.confirmations:
+        ev.suspects.append(key)  # worse, but not confirmed often enough yet: one more re-probe
+        return
+    _open_regression(server, kind, key, base, confirming, before[-1].run if before else None, params, ev)
+
+
+def _confirmation_chain(run: ProbeRun) -> list[ProbeRun]:
+    """The suspect run and the confirmation runs after it, oldest first; [run] for a suspect run itself.
+
+    Each confirmation `confirms` the run before it, so with SPECTATOR_DETECT_CONFIRMATIONS = 2 the chain
+    is suspect ← confirmation ← confirmation.
+    """
+    chain = [run]
+    while chain[0].trigger == ProbeRun.Trigger.CONFIRMATION and chain[0].confirms_id and len(chain) < 10:
+        previous = ProbeRun.objects.filter(pk=chain[0].confirms_id).first()
+        if previous is None:
+            break
+        chain.insert(0, previous)
+    return chain
 
 
 def _open_from_change_point(
@@ -277,7 +317,8 @@ def _open_from_change_point(
     if cp is None or cp.direction != ChangePoint.Direction.REGRESSION:
         return False
     series = {"quantity": key.quantity, "context": key.context, "output_len": key.output_len}
-    if Alert.objects.filter(server=server, kind=kind, opened_at__gte=cp_run.queued_at, **series).exists():
+    kinds = [kind, Alert.Kind.SPECULATION_NOT_PAYING]  # a τ collapse already told as "not paying" counts
+    if Alert.objects.filter(server=server, kind__in=kinds, opened_at__gte=cp_run.queued_at, **series).exists():
         return False
     latest = points[-1].value
     if abs(latest - cp.new_level) >= abs(latest - cp.old_level):
@@ -297,15 +338,18 @@ def _open_from_change_point(
 
 def _open_regression(
     server: Server, kind: str, key: SeriesKey, base: Baseline, confirming: list[Point], last_good: ProbeRun | None,
-    ev: Evaluation,
+    params: AlertParams, ev: Evaluation,
 ) -> None:
     values = [p.value for p in confirming]
     new = statistics.median(values)
+    if key.quantity == TAU and new <= params.tau_not_paying:
+        kind = Alert.Kind.SPECULATION_NOT_PAYING  # one alert (and one e-mail) for a τ that fell to 1
     alert = open_alert(
         server, kind, key, old_level=base.level, old_spread=base.spread, new_level=new,
         new_spread=(max(values) - min(values)) / 2, rel_change=new / base.level - 1 if base.level else None,
         confirming_runs=[p.run for p in confirming], **_fingerprint_change(last_good, confirming[0].run),
-        note=f"{key.label()}: {base.level:.4g} → {new:.4g} ({new / base.level - 1:+.1%}), confirmed by a re-probe",
+        note=f"{key.label()}: {base.level:.4g} → {new:.4g} ({new / base.level - 1:+.1%}), confirmed by "
+        f"{len(confirming) - 1} re-probe(s)",
     )
     if alert is not None:
         ev.opened.append(alert)
@@ -339,17 +383,65 @@ def _resolve(alert: Alert | None, note: str, ev: Evaluation) -> None:
         ev.resolved.append(alert)
 
 
-def _check_not_paying(server: Server, key: SeriesKey, points: list[Point], params: AlertParams, ev: Evaluation) -> None:
+def _check_not_paying(
+    server: Server, key: SeriesKey, points: list[Point], last_cp: int, params: AlertParams, ev: Evaluation
+) -> None:
+    """τ at or below `tau_not_paying` on the last `not_paying_after` runs: the drafter earns nothing."""
     kind = Alert.Kind.SPECULATION_NOT_PAYING
     recent = points[-params.not_paying_after :]
     low = len(recent) == params.not_paying_after and all(p.value <= params.tau_not_paying for p in recent)
     if low:
-        alert = open_alert(server, kind, key, new_level=recent[-1].value, confirming_runs=[p.run for p in recent],
-                           note=f"τ = {recent[-1].value:.3g}: drafted tokens are almost never accepted")
+        # The level it fell from: the stable points before the low streak (for the e-mail's numbers).
+        start = len(points) - len(recent)
+        before = points[last_cp if last_cp < start else 0 : start]
+        while before and before[-1].value <= params.tau_not_paying:
+            before.pop()
+        base = robust_baseline([p.value for p in before], params.baseline)
+        levels: dict[str, Any] = {}
+        if base is not None:
+            rel = statistics.median(p.value for p in recent) / base.level - 1
+            levels = {"old_level": base.level, "old_spread": base.spread, "rel_change": rel}
+        values = [p.value for p in recent]
+        alert = open_alert(
+            server, kind, key, new_level=statistics.median(values), new_spread=(max(values) - min(values)) / 2,
+            confirming_runs=[p.run for p in recent], **levels,
+            note=f"τ = {recent[-1].value:.3g} on {len(recent)} probe runs in a row: drafted tokens are almost "
+            "never accepted",
+        )
         if alert is not None:
             ev.opened.append(alert)
     elif points[-1].value > params.tau_not_paying:
         _resolve(active_alert(server, kind, key), f"τ = {points[-1].value:.3g}", ev)
+
+
+def _check_nonspec_baseline(server: Server, history: dict[SeriesKey, list[Point]], run: ProbeRun,
+                            params: AlertParams, ev: Evaluation) -> None:
+    """Decode rate below the server's non-speculative rate (Server.nonspec_decode_tps) on the last
+    `not_paying_after` runs → "speculation not paying", on the shortest two-point context's series
+    (the user measures the plain rate at a short context; longer contexts are slower for both)."""
+    keys = sorted(k for k in history if k.quantity == DECODE_TPS and k.output_len == 0)
+    if not keys or history[keys[0]][-1].run.pk != run.pk:
+        return
+    key, points = keys[0], history[keys[0]]
+    kind, floor = Alert.Kind.SPECULATION_NOT_PAYING, server.nonspec_decode_tps
+    if not floor:
+        _resolve(active_alert(server, kind, key), "no non-speculative decode rate is set any more", ev)
+        return
+    recent = points[-params.not_paying_after :]
+    if len(recent) == params.not_paying_after and all(p.value < floor for p in recent):
+        values = [p.value for p in recent]
+        new = statistics.median(values)
+        alert = open_alert(
+            server, kind, key, old_level=floor, old_spread=0.0, new_level=new,
+            new_spread=(max(values) - min(values)) / 2, rel_change=new / floor - 1,
+            confirming_runs=[p.run for p in recent],
+            note=f"{key.label()}: {new:.4g} tok/s is below the non-speculative rate {floor:.4g} tok/s set for "
+            f"this server on {len(recent)} probe runs in a row",
+        )
+        if alert is not None:
+            ev.opened.append(alert)
+    elif points[-1].value >= floor:
+        _resolve(active_alert(server, kind, key), f"{key.label()} = {points[-1].value:.4g} ≥ {floor:.4g}", ev)
 
 
 def _check_transport(server: Server, run: ProbeRun, ev: Evaluation) -> None:

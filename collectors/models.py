@@ -32,6 +32,12 @@ class Server(models.Model):
     probe_interval_s = models.PositiveIntegerField(default=3600, validators=[MinValueValidator(60)])
     scrape_interval_s = models.PositiveIntegerField(default=30, validators=[MinValueValidator(5)])
     enabled = models.BooleanField(default=True)
+    # The user's own measure of this model without speculation (tok/s at a short context); a speculative
+    # decode rate below it means speculation is not paying (collectors/alerts.py). Blank = not checked.
+    nonspec_decode_tps = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.001)], verbose_name="non-speculative decode rate",
+        help_text="tok/s of the same model without speculation; an alert fires when decoding falls below it",
+    )
     # NULL = due now (a new server is probed and scraped at the next tick).
     next_probe_at = models.DateTimeField(null=True, blank=True, db_index=True)
     next_scrape_at = models.DateTimeField(null=True, blank=True, db_index=True)

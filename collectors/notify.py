@@ -9,16 +9,23 @@
 3. The attempt is stored (NotificationAttempt) with its error. Accepted → sent. A transient SMTP
    failure (connection, timeout, 4xx reply) puts the row back to pending and raises TransientSendError
    for the task to retry with backoff; anything else is permanent → failed.
+4. `sweep_stuck` (a beat task) re-queues rows whose task was lost: `pending` past its retry time (the
+   enqueue failed, or the broker lost the message) and `sending` long after its claim (the worker died
+   mid-send). A stuck `sending` row goes back to pending by a conditional UPDATE on the claim time it
+   was read with, so two sweeps cannot both revive it, and the send still needs the pending → sending
+   claim. A worker that died after the SMTP server accepted but before the row said `sent` leaves the
+   one case where a mail can go out twice; the time limit puts that window at one SMTP session.
 """
 
 from __future__ import annotations
 
 import logging
 import smtplib
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -113,7 +120,7 @@ def send_notification(notification_id: int) -> bool:
     Raises TransientSendError after storing a transient failure (the row is pending again).
     """
     claimed = Notification.objects.filter(pk=notification_id, state=Notification.State.PENDING).update(
-        state=Notification.State.SENDING, attempts=F("attempts") + 1)
+        state=Notification.State.SENDING, attempts=F("attempts") + 1, claimed_at=timezone.now(), next_attempt_at=None)
     if claimed != 1:
         return False  # sent, failed, or another worker holds it
     notification = Notification.objects.get(pk=notification_id)
@@ -130,6 +137,38 @@ def send_notification(notification_id: int) -> bool:
         return False
     _record(notification_id, Notification.State.SENT)
     return True
+
+
+def retry_at(notification_id: int, countdown_s: float) -> None:
+    """The task will try again in `countdown_s`: the sweep must not revive the row before then."""
+    Notification.objects.filter(pk=notification_id, state=Notification.State.PENDING).update(
+        next_attempt_at=timezone.now() + timedelta(seconds=countdown_s))
+
+
+def sweep_stuck(*, stuck_s: float, max_attempts: int, now: Any = None) -> list[int]:
+    """Re-queue notifications whose task was lost (step 4 of the module docstring); their ids.
+
+    `stuck_s` must exceed the send task's hard time limit, so a row still being sent is never taken.
+    A row that used up `max_attempts` is failed instead of being tried again.
+    """
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=stuck_s)
+    for pk, claimed_at in Notification.objects.filter(state=Notification.State.SENDING,
+                                                      claimed_at__lt=cutoff).values_list("pk", "claimed_at")[:500]:
+        revived = Notification.objects.filter(pk=pk, state=Notification.State.SENDING, claimed_at=claimed_at).update(
+            state=Notification.State.PENDING, last_error="the worker stopped while sending; re-queued",
+            next_attempt_at=None)
+        if revived:
+            log.warning("notification %s was stuck sending since %s; re-queued", pk, claimed_at)
+    pending = Notification.objects.filter(state=Notification.State.PENDING, created_at__lt=cutoff).filter(
+        Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lt=cutoff))
+    Notification.objects.filter(pk__in=pending.filter(attempts__gte=max_attempts).values("pk")).update(
+        state=Notification.State.FAILED)
+    ids = list(pending.filter(attempts__lt=max_attempts).values_list("pk", flat=True)[:500])
+    # Marked as due later first, so the next sweep does not enqueue them again before this send ran.
+    Notification.objects.filter(pk__in=ids, state=Notification.State.PENDING).update(next_attempt_at=now)
+    _enqueue(ids)
+    return ids
 
 
 def give_up(notification_id: int) -> None:

@@ -59,9 +59,14 @@ class Notification(models.Model):
     last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True)
+    # When a worker claimed it (pending → sending): a row `sending` for much longer lost its worker.
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    # When the task's next retry is due: the sweep leaves a pending row alone until then.
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["event", "email"], name="one_notification_per_event_address")]
+        indexes = [models.Index(fields=["state", "created_at"], name="notification_state_time")]  # the sweep
 
     def __str__(self) -> str:
         return f"notification {self.pk} of event {self.event_id} to {self.email} ({self.state})"

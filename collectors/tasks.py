@@ -22,9 +22,10 @@ def _backoff_s(retries: int) -> int:
     return min(30 * 2**retries, 600)
 
 
-def enqueue_probe(server: Server, run: ProbeRun) -> None:
+def enqueue_probe(server: Server, run: ProbeRun) -> str:
+    """Queue the probe task for `run`; the task id (tests wait on it in the worker's log)."""
     # A probe still waiting after its interval is stale: the next scheduled one replaces it.
-    probe.apply_async((server.pk, run.trigger, run.pk), expires=server.probe_interval_s)
+    return probe.apply_async((server.pk, run.trigger, run.pk), expires=server.probe_interval_s).id
 
 
 def enqueue_scrape(server: Server) -> None:
@@ -106,7 +107,7 @@ def _notify_backoff_s(retries: int) -> int:
 @shared_task(bind=True, name="collectors.tasks.send_notification", ignore_result=True, soft_time_limit=60,
              time_limit=90, max_retries=NOTIFY_MAX_RETRIES)
 def send_notification_task(self, notification_id: int) -> None:  # type: ignore[no-untyped-def]
-    from collectors.notify import TransientSendError, give_up, send_notification
+    from collectors.notify import TransientSendError, give_up, retry_at, send_notification
 
     try:
         send_notification(notification_id)
@@ -114,4 +115,18 @@ def send_notification_task(self, notification_id: int) -> None:  # type: ignore[
         if self.request.retries >= NOTIFY_MAX_RETRIES:
             give_up(notification_id)
             return
-        raise self.retry(countdown=_notify_backoff_s(self.request.retries)) from None
+        countdown = _notify_backoff_s(self.request.retries)
+        retry_at(notification_id, countdown)
+        raise self.retry(countdown=countdown) from None
+
+
+@shared_task(name="collectors.tasks.sweep_notifications", ignore_result=True, soft_time_limit=60, time_limit=90)
+def sweep_notifications() -> None:
+    """Beat: re-queue notifications whose send task was lost (collectors/notify.py `sweep_stuck`)."""
+    from collectors.notify import sweep_stuck
+
+    # Longer than the send task's hard limit (90 s), so a send still in progress is never taken.
+    stuck_s = max(settings.SPECTATOR_NOTIFY_STUCK_SECONDS, 120)
+    ids = sweep_stuck(stuck_s=stuck_s, max_attempts=NOTIFY_MAX_RETRIES + 1)
+    if ids:
+        log.warning("sweep: re-queued %d stuck notification(s)", len(ids))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dashboard.env import database_from_url, envbool, envint, envlist, envsecret, envstr
+from dashboard.env import database_from_url, envbool, envfloat, envint, envlist, envsecret, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(envstr("SPECTATOR_DATA_DIR", str(BASE_DIR / "var"))).resolve()
@@ -98,6 +98,24 @@ SPECTATOR_SCRAPE_RETENTION_DAYS = envint("SPECTATOR_SCRAPE_RETENTION_DAYS", 90, 
 # "auto": a Redis lock when the broker is Redis, a lease row in the database otherwise.
 SPECTATOR_LOCK_BACKEND = envstr("SPECTATOR_LOCK_BACKEND", "auto")
 
+# --- Regression detection and alert e-mails (collectors/DETECTION.md explains each) --- begin -----
+SPECTATOR_DETECT_MAX_PVALUE = envfloat("SPECTATOR_DETECT_MAX_PVALUE", 0.001, minimum=1e-12, maximum=0.5)
+SPECTATOR_DETECT_MIN_REL_CHANGE = envfloat("SPECTATOR_DETECT_MIN_REL_CHANGE", 0.03, minimum=0.0, maximum=0.9)
+SPECTATOR_DETECT_MAD_K = envfloat("SPECTATOR_DETECT_MAD_K", 4.0, minimum=0.5, maximum=50)
+SPECTATOR_DETECT_BASELINE_WINDOW = envint("SPECTATOR_DETECT_BASELINE_WINDOW", 20, minimum=3)
+SPECTATOR_DETECT_BASELINE_MIN_POINTS = envint("SPECTATOR_DETECT_BASELINE_MIN_POINTS", 5, minimum=3)
+SPECTATOR_DETECT_CONFIRMATIONS = envint("SPECTATOR_DETECT_CONFIRMATIONS", 1, minimum=1, maximum=5)
+SPECTATOR_DETECT_RESOLVE_AFTER = envint("SPECTATOR_DETECT_RESOLVE_AFTER", 2, minimum=1)
+SPECTATOR_DETECT_CHANGE_POINT_ALERT_POINTS = envint("SPECTATOR_DETECT_CHANGE_POINT_ALERT_POINTS", 4, minimum=3)
+SPECTATOR_DETECT_UNREACHABLE_AFTER = envint("SPECTATOR_DETECT_UNREACHABLE_AFTER", 3, minimum=1)
+SPECTATOR_DETECT_TAU_NOT_PAYING = envfloat("SPECTATOR_DETECT_TAU_NOT_PAYING", 1.05, minimum=1.0)
+SPECTATOR_DETECT_NOT_PAYING_AFTER = envint("SPECTATOR_DETECT_NOT_PAYING_AFTER", 2, minimum=1)
+SPECTATOR_DETECT_STALE_AFTER = envint("SPECTATOR_DETECT_STALE_AFTER", 2, minimum=1)
+SPECTATOR_DETECT_SCRAPE_MIN_STEPS = envint("SPECTATOR_DETECT_SCRAPE_MIN_STEPS", 20, minimum=1)
+SPECTATOR_NOTIFY_SWEEP_SECONDS = envint("SPECTATOR_NOTIFY_SWEEP_SECONDS", 60, minimum=1)
+SPECTATOR_NOTIFY_STUCK_SECONDS = envint("SPECTATOR_NOTIFY_STUCK_SECONDS", 300, minimum=1)
+# --- Regression detection and alert e-mails --- end -----------------------------------------------
+
 # --- E-mail (alert notifications: collectors/notify.py) ---------------------------------------------
 # No EMAIL_HOST → the console backend: a local install prints alert mails to the worker's log.
 EMAIL_HOST = envstr("EMAIL_HOST", "")
@@ -147,6 +165,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(SPECTATOR_TICK_SECONDS),
         # A tick that waited longer than one period is stale: the next one covers it.
         "options": {"expires": float(SPECTATOR_TICK_SECONDS)},
+    },
+    "sweep-notifications": {
+        "task": "collectors.tasks.sweep_notifications",
+        "schedule": float(SPECTATOR_NOTIFY_SWEEP_SECONDS),
+        "options": {"expires": float(SPECTATOR_NOTIFY_SWEEP_SECONDS)},
     },
     "retention": {
         "task": "collectors.tasks.retention",

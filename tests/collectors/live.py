@@ -43,7 +43,7 @@ class Workers:
         self._previous_queue = app.conf.task_default_queue
         app.conf.task_default_queue = self.queue  # what this process publishes to
 
-    def start(self, name: str) -> None:
+    def start(self, name: str, env_extra: dict[str, str] | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ENGINE_")}
         env.update(
             DATABASE_URL=database_url(),
@@ -53,6 +53,7 @@ class Workers:
             SPECTATOR_PROBE_TIME_LIMIT="120",
             OMP_NUM_THREADS="1",
         )
+        env.update(env_extra or {})
         log = Path(tempfile.mkstemp(prefix=f"celery-{name}-", suffix=".log")[1])
         cmd = [sys.executable, "-m", "celery", "-A", "dashboard", "worker", "-Q", self.queue, "-c", "1",
                "-n", f"{name}-{self.queue}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
@@ -67,6 +68,9 @@ class Workers:
             return " ready." in log.read_text(errors="replace")
 
         wait_for(ready, 60, f"worker {name} to be ready")
+
+    def log_text(self) -> str:
+        return "\n".join(log.read_text(errors="replace") for _, log in self.procs)
 
     def logs(self) -> str:
         return "\n".join(log.read_text(errors="replace")[-4000:] for _, log in self.procs)

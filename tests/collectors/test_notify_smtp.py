@@ -2,50 +2,27 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
-from email import message_from_bytes, policy
 from typing import Any
 
 import pytest
-from aiosmtpd.controller import Controller
-from aiosmtpd.handlers import Message
 
 from collectors.models import Notification
 from collectors.tasks import send_notification_task
 from tests.collectors.notify_helpers import opened_alert
+from tests.collectors.smtp_inbox import Inbox, smtp_inbox
 
 pytestmark = pytest.mark.django_db
 
 
-class Inbox(Message):
-    def __init__(self) -> None:
-        super().__init__()
-        self.messages: list[Any] = []
-
-    def handle_message(self, message: Any) -> None:
-        self.messages.append(message)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def smtp(settings: Any) -> Iterator[Inbox]:
-    inbox = Inbox()
-    controller = Controller(inbox, hostname="127.0.0.1", port=_free_port())
-    controller.start()
-    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_USE_TLS = "127.0.0.1", controller.port, False
-    settings.EMAIL_HOST_USER = settings.EMAIL_HOST_PASSWORD = ""
-    settings.DEFAULT_FROM_EMAIL = "spectator@example.org"
-    try:
+    with smtp_inbox() as inbox:
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_USE_TLS = "127.0.0.1", inbox.port, False
+        settings.EMAIL_HOST_USER = settings.EMAIL_HOST_PASSWORD = ""
+        settings.DEFAULT_FROM_EMAIL = "spectator@example.org"
         yield inbox
-    finally:
-        controller.stop()
 
 
 def test_it_delivers_the_alert_opened_mail_over_smtp(
@@ -56,8 +33,7 @@ def test_it_delivers_the_alert_opened_mail_over_smtp(
     with django_capture_on_commit_callbacks(execute=True):
         alert, [note] = opened_alert(make_server(name="gpu-7"), users=[alice])
 
-    [raw] = smtp.messages
-    msg = message_from_bytes(raw.as_bytes(), policy=policy.default)
+    [msg] = smtp.parsed()
     assert msg["To"] == "alice@example.org" and msg["From"] == "spectator@example.org"
     subject = str(msg["Subject"]).strip()  # a non-ASCII subject travels as encoded words
     assert subject.startswith("[Spectator] ") and "gpu-7" in subject and "-30.0%" in subject
