@@ -175,8 +175,8 @@ def load_history(server: Server, upto: ProbeRun, limit: int) -> dict[SeriesKey, 
     return history
 
 
-def _store_change_points(server: Server, key: SeriesKey, points: list[Point], params: AlertParams) -> int:
-    """Store newly found change points; return the index of the latest stored one in `points` (0 if none).
+def _store_change_points(server: Server, key: SeriesKey, points: list[Point], params: AlertParams) -> list[int]:
+    """Store newly found change points; return the indexes in `points` of the stored ones, in order.
 
     A change point near the end of the history is provisional: its position and levels firm up as
     points arrive, so one found again within two points of a stored one updates that row.
@@ -201,7 +201,7 @@ def _store_change_points(server: Server, key: SeriesKey, points: list[Point], pa
         else:
             pk = ChangePoint.objects.create(**series, **fields).pk
         stored[cp.index] = pk
-    return max(stored, default=0)
+    return sorted(stored)
 
 
 def _fingerprint_change(before: ProbeRun | None, after: ProbeRun) -> dict[str, Any]:
@@ -249,9 +249,10 @@ def after_probe_run(run: ProbeRun, *, enqueue: Enqueue | None = None, params: Al
 def _evaluate_series(
     server: Server, run: ProbeRun, key: SeriesKey, points: list[Point], params: AlertParams, ev: Evaluation
 ) -> None:
-    last_cp = _store_change_points(server, key, points, params)
+    cps = _store_change_points(server, key, points, params)
+    last_cp = cps[-1] if cps else 0
     if key.quantity == TAU:
-        _check_not_paying(server, key, points, last_cp, params, ev)
+        _check_not_paying(server, key, points, cps, params, ev)
     kind = KIND_FOR_QUANTITY[key.quantity]
     if key.quantity == TAU and active_alert(server, Alert.Kind.SPECULATION_NOT_PAYING, key) is not None:
         return  # τ collapsed to 1: that alert says it all, and resolves itself when τ is back
@@ -267,8 +268,9 @@ def _evaluate_series(
     at = next((i for i, p in enumerate(points) if p.run.pk == chain[0].pk), None)
     if at is None:
         return  # the suspect run had no point in this series (or was contaminated)
-    # The baseline: stable points since the last change point, strictly before the suspect run.
-    before = points[last_cp if last_cp <= at else 0 : at]
+    # The baseline: stable points since the last change point before the suspect run, strictly before
+    # it (a change point at the suspect itself is the drop being confirmed, not a new normal).
+    before = points[_segment_start(cps, at) : at]
     base = robust_baseline([p.value for p in before], params.baseline)
     if base is None:
         return
@@ -383,8 +385,13 @@ def _resolve(alert: Alert | None, note: str, ev: Evaluation) -> None:
         ev.resolved.append(alert)
 
 
+def _segment_start(cps: list[int], at: int) -> int:
+    """Where the level that point `at` is compared with starts: the last change point before `at`."""
+    return max((i for i in cps if i < at), default=0)
+
+
 def _check_not_paying(
-    server: Server, key: SeriesKey, points: list[Point], last_cp: int, params: AlertParams, ev: Evaluation
+    server: Server, key: SeriesKey, points: list[Point], cps: list[int], params: AlertParams, ev: Evaluation
 ) -> None:
     """τ at or below `tau_not_paying` on the last `not_paying_after` runs: the drafter earns nothing."""
     kind = Alert.Kind.SPECULATION_NOT_PAYING
@@ -393,7 +400,7 @@ def _check_not_paying(
     if low:
         # The level it fell from: the stable points before the low streak (for the e-mail's numbers).
         start = len(points) - len(recent)
-        before = points[last_cp if last_cp < start else 0 : start]
+        before = points[_segment_start(cps, start) : start]
         while before and before[-1].value <= params.tau_not_paying:
             before.pop()
         base = robust_baseline([p.value for p in before], params.baseline)

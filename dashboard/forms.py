@@ -20,7 +20,7 @@ class ServerForm(forms.ModelForm):
     class Meta:
         model = Server
         fields = ["name", "base_url", "kind", "api_key", "probe_plan", "probe_interval_s", "scrape_interval_s",
-                  "enabled"]
+                  "nonspec_decode_tps", "enabled"]
         widgets = {"probe_plan": forms.Textarea(attrs={"rows": 6, "cols": 60})}
         help_texts = {"probe_plan": 'JSON, e.g. {"contexts": [64, 1024, 3072], "outputs": [200, 600], "n1": 64, '
                                     '"n2": 320, "repeats": 3}. {} means the defaults.'}
