@@ -26,6 +26,7 @@ import logging
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -149,8 +150,9 @@ def active_alert(server: Server, kind: str, key: SeriesKey | None = None) -> Ale
 
 @dataclass
 class Point:
-    run: ProbeRun
+    run: ProbeRun | None  # None for a point from a scrape window (collectors/alerts_metrics.py)
     value: float
+    at: datetime  # when it was measured: the run's start, or the scrape's time
 
 
 def _tau(run: ProbeRun) -> float | None:
@@ -171,11 +173,11 @@ def load_history(server: Server, upto: ProbeRun, limit: int) -> dict[SeriesKey, 
     history: dict[SeriesKey, list[Point]] = {}
     for run in runs:
         for key, value in run_points(by_run.get(run.pk, []), tau=_tau(run)).items():
-            history.setdefault(key, []).append(Point(run, value))
+            history.setdefault(key, []).append(Point(run, value, run.started_at or run.queued_at))
     return history
 
 
-def _store_change_points(server: Server, key: SeriesKey, points: list[Point], params: AlertParams) -> list[int]:
+def store_change_points(server: Server, key: SeriesKey, points: list[Point], params: AlertParams) -> list[int]:
     """Store newly found change points; return the indexes in `points` of the stored ones, in order.
 
     A change point near the end of the history is provisional: its position and levels firm up as
@@ -184,13 +186,13 @@ def _store_change_points(server: Server, key: SeriesKey, points: list[Point], pa
     found = find_change_points([p.value for p in points], higher_is_better=key.higher_is_better,
                                params=params.change_points)
     series = {"server": server, "quantity": key.quantity, "context": key.context, "output_len": key.output_len}
-    position = {p.run.pk: i for i, p in enumerate(points)}
-    stored = {position[run_id]: pk for pk, run_id in ChangePoint.objects.filter(**series).values_list("pk", "run_id")
-              if run_id in position}
+    position = {p.at: i for i, p in enumerate(points)}
+    stored = {position[at]: pk for pk, at in ChangePoint.objects.filter(**series).values_list("pk", "at")
+              if at in position}
     for cp in found:
-        run = points[cp.index].run
+        point = points[cp.index]
         fields = {
-            "run": run, "at": run.started_at or run.queued_at, "index": cp.index, "old_level": cp.old_level,
+            "run": point.run, "at": point.at, "index": cp.index, "old_level": cp.old_level,
             "old_spread": cp.old_spread, "new_level": cp.new_level, "new_spread": cp.new_spread,
             "rel_change": cp.rel_change, "p_value": cp.p_value, "direction": cp.direction,
         }
@@ -232,7 +234,10 @@ def after_probe_run(run: ProbeRun, *, enqueue: Enqueue | None = None, params: Al
     if run.status != ProbeRun.Status.SUCCEEDED:
         return Evaluation()
     ev = Evaluation()
-    _resolve(active_alert(server, Alert.Kind.UNREACHABLE), "a probe run succeeded", ev)
+    resolve(active_alert(server, Alert.Kind.UNREACHABLE), "a probe run succeeded", ev)
+    from collectors.alerts_metrics import check_metrics_health
+
+    check_metrics_health(server, run, params, ev)
     if run.contaminated:
         return ev  # other traffic overlapped: the numbers say nothing about the server
     _check_transport(server, run, ev)
@@ -249,7 +254,7 @@ def after_probe_run(run: ProbeRun, *, enqueue: Enqueue | None = None, params: Al
 def _evaluate_series(
     server: Server, run: ProbeRun, key: SeriesKey, points: list[Point], params: AlertParams, ev: Evaluation
 ) -> None:
-    cps = _store_change_points(server, key, points, params)
+    cps = store_change_points(server, key, points, params)
     last_cp = cps[-1] if cps else 0
     if key.quantity == TAU:
         _check_not_paying(server, key, points, cps, params, ev)
@@ -258,7 +263,7 @@ def _evaluate_series(
         return  # τ collapsed to 1: that alert says it all, and resolves itself when τ is back
     alert = active_alert(server, kind, key)
     if alert is not None:
-        _maybe_resolve(alert, key, points, params, ev)
+        maybe_resolve(alert, key, points, params, ev)
         return
     if _open_from_change_point(server, kind, key, points, last_cp, params, ev):
         return
@@ -270,7 +275,7 @@ def _evaluate_series(
         return  # the suspect run had no point in this series (or was contaminated)
     # The baseline: stable points since the last change point before the suspect run, strictly before
     # it (a change point at the suspect itself is the drop being confirmed, not a new normal).
-    before = points[_segment_start(cps, at) : at]
+    before = points[segment_start(cps, at) : at]
     base = robust_baseline([p.value for p in before], params.baseline)
     if base is None:
         return
@@ -357,11 +362,11 @@ def _open_regression(
         ev.opened.append(alert)
 
 
-def _maybe_resolve(alert: Alert, key: SeriesKey, points: list[Point], params: AlertParams, ev: Evaluation) -> None:
+def maybe_resolve(alert: Alert, key: SeriesKey, points: list[Point], params: AlertParams, ev: Evaluation) -> None:
     if alert.old_level is None:
         return
     confirming = set(alert.confirming_runs.values_list("pk", flat=True))
-    since = [p for p in points if p.run.queued_at >= alert.opened_at and p.run.pk not in confirming]
+    since = [p for p in points if p.at >= alert.opened_at and (p.run is None or p.run.pk not in confirming)]
     recent = since[-params.resolve_after :]
     if len(recent) < params.resolve_after:
         return
@@ -377,15 +382,15 @@ def _maybe_resolve(alert: Alert, key: SeriesKey, points: list[Point], params: Al
         return drop != 0 and (value - new) / drop >= params.resolve_fraction
 
     if all(recovered(p.value) for p in recent):
-        _resolve(alert, f"{key.label()} back at {statistics.median(p.value for p in recent):.4g}", ev)
+        resolve(alert, f"{key.label()} back at {statistics.median(p.value for p in recent):.4g}", ev)
 
 
-def _resolve(alert: Alert | None, note: str, ev: Evaluation) -> None:
+def resolve(alert: Alert | None, note: str, ev: Evaluation) -> None:
     if alert is not None and transition(alert, Alert.State.RESOLVED, note=note):
         ev.resolved.append(alert)
 
 
-def _segment_start(cps: list[int], at: int) -> int:
+def segment_start(cps: list[int], at: int) -> int:
     """Where the level that point `at` is compared with starts: the last change point before `at`."""
     return max((i for i in cps if i < at), default=0)
 
@@ -400,7 +405,7 @@ def _check_not_paying(
     if low:
         # The level it fell from: the stable points before the low streak (for the e-mail's numbers).
         start = len(points) - len(recent)
-        before = points[_segment_start(cps, start) : start]
+        before = points[segment_start(cps, start) : start]
         while before and before[-1].value <= params.tau_not_paying:
             before.pop()
         base = robust_baseline([p.value for p in before], params.baseline)
@@ -418,7 +423,7 @@ def _check_not_paying(
         if alert is not None:
             ev.opened.append(alert)
     elif points[-1].value > params.tau_not_paying:
-        _resolve(active_alert(server, kind, key), f"τ = {points[-1].value:.3g}", ev)
+        resolve(active_alert(server, kind, key), f"τ = {points[-1].value:.3g}", ev)
 
 
 def _check_nonspec_baseline(server: Server, history: dict[SeriesKey, list[Point]], run: ProbeRun,
@@ -432,7 +437,7 @@ def _check_nonspec_baseline(server: Server, history: dict[SeriesKey, list[Point]
     key, points = keys[0], history[keys[0]]
     kind, floor = Alert.Kind.SPECULATION_NOT_PAYING, server.nonspec_decode_tps
     if not floor:
-        _resolve(active_alert(server, kind, key), "no non-speculative decode rate is set any more", ev)
+        resolve(active_alert(server, kind, key), "no non-speculative decode rate is set any more", ev)
         return
     recent = points[-params.not_paying_after :]
     if len(recent) == params.not_paying_after and all(p.value < floor for p in recent):
@@ -448,7 +453,7 @@ def _check_nonspec_baseline(server: Server, history: dict[SeriesKey, list[Point]
         if alert is not None:
             ev.opened.append(alert)
     elif points[-1].value >= floor:
-        _resolve(active_alert(server, kind, key), f"{key.label()} = {points[-1].value:.4g} ≥ {floor:.4g}", ev)
+        resolve(active_alert(server, kind, key), f"{key.label()} = {points[-1].value:.4g} ≥ {floor:.4g}", ev)
 
 
 def _check_transport(server: Server, run: ProbeRun, ev: Evaluation) -> None:
@@ -459,7 +464,7 @@ def _check_transport(server: Server, run: ProbeRun, ev: Evaluation) -> None:
         if alert is not None:
             ev.opened.append(alert)
     elif run.plan.get("stream_check", True) is not False:
-        _resolve(active_alert(server, kind), "the streamed rate matches the two-point rate again", ev)
+        resolve(active_alert(server, kind), "the streamed rate matches the two-point rate again", ev)
 
 
 def _queue_confirmation(server: Server, run: ProbeRun, enqueue: Enqueue | None) -> ProbeRun | None:

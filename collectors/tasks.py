@@ -86,7 +86,13 @@ def scrape(server_id: int) -> None:
         server = Server.objects.get(pk=server_id)
     except Server.DoesNotExist:
         return
-    scrape_server(server)
+    done = scrape_server(server)
+    from collectors.alerts_metrics import after_scrape
+
+    try:
+        after_scrape(done)  # τ from the window (collectors/alerts_metrics.py)
+    except Exception:  # detection must never cost the scrape, which is already stored
+        log.exception("detection after scrape %s failed", done.pk)
 
 
 @shared_task(name="collectors.tasks.retention", ignore_result=True, soft_time_limit=1800, time_limit=1900)

@@ -16,9 +16,10 @@ from typing import Any
 DECODE_TPS = "decode_tps"
 TAU = "tau"
 TTFT = "ttft"
+TAU_SCRAPE = "tau_scrape"  # τ over scrape windows of live traffic (collectors/alerts_metrics.py), not probes
 
 # Which way is better: decode rate and acceptance up, time to first token down.
-HIGHER_IS_BETTER = {DECODE_TPS: True, TAU: True, TTFT: False}
+HIGHER_IS_BETTER = {DECODE_TPS: True, TAU: True, TTFT: False, TAU_SCRAPE: True}
 
 # output_len 0 = not an output-sweep point (the two-point pairs; run-level τ). Not NULL, because the
 # one-open-alert-per-series unique constraint treats NULLs as distinct.
