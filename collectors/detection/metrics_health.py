@@ -2,8 +2,8 @@
 
 - Stale: a probe sent requests, yet the request and generation-token counters did not move between the
   scrape before and the scrape after it (an exporter frozen, cached, or detached from the engine).
-- Schema changed: a metric family the normaliser reads (engine_client.metrics.NAMES for the server's
-  kind) was in the earlier scrape and is gone now: vanished, or renamed by an upgrade. The families that
+- Schema changed: a counter family the normaliser reads (engine_client.metrics.NAMES/COUNTERS for the
+  server's kind) was in the earlier scrape and is gone now: vanished, or renamed by an upgrade. The families that
   appeared at the same time are reported as the likely new names.
 """
 
@@ -29,10 +29,16 @@ def _base(name: str) -> str:
 
 
 def read_families(kind: str, names: Iterable[str]) -> set[str]:
-    """The sample names among `names` that the normaliser reads for `kind` (what must not vanish)."""
-    from engine_client.metrics import NAMES
+    """The sample names among `names` that the normaliser reads for `kind` as counters (what must not vanish).
 
-    wanted = {_base(n) for candidates in NAMES.get(kind, {}).values() for n in candidates}
+    Only the plain counters: a labelled family such as the per-position acceptance counter has no
+    sample until its first child exists (an engine switched to plain decoding never creates one), and
+    gauges come and go with the server's state; their absence is not a schema change.
+    """
+    from engine_client.metrics import COUNTERS, NAMES
+
+    by_quantity = NAMES.get(kind, {})
+    wanted = {_base(n) for q in COUNTERS for n in by_quantity.get(q, [])}
     out = set()
     for name in names:
         prefix, sep, rest = name.partition(":") if ":" in name else name.partition("_")

@@ -9,8 +9,8 @@ from django.db import IntegrityError, transaction
 
 from collectors.alerts import after_probe_run, open_alert, transition
 from collectors.detection.series import DECODE_TPS, TAU, SeriesKey
-from collectors.models import Alert, ChangePoint
-from tests.collectors.detection_helpers import Enqueued, baseline_runs, stored_run
+from collectors.models import Alert, ChangePoint, Notification
+from tests.collectors.detection_helpers import WIGGLE, Enqueued, baseline_runs, stored_run
 
 pytestmark = pytest.mark.django_db
 
@@ -129,6 +129,20 @@ def test_it_records_an_improvement_without_an_alert(make_server: Any) -> None:
     [cp] = ChangePoint.objects.filter(server=server, quantity=DECODE_TPS)
     assert cp.direction == ChangePoint.Direction.IMPROVEMENT
     assert not Alert.objects.exists() and enqueued == []
+
+
+def test_an_improvement_is_the_new_baseline_for_later_drops(make_server: Any) -> None:
+    # A deliberate upgrade from 100 to 130 tok/s: recorded, nobody mailed, and 130 is the new normal,
+    # so falling back to 100 afterwards is a regression (against the old baseline it would look fine).
+    server = make_server()
+    baseline_runs(server, n=20)
+    enqueued = Enqueued()
+    for i in range(8):
+        after_probe_run(stored_run(server, 130.0 * (1 + WIGGLE[i])), enqueue=enqueued)
+    assert ChangePoint.objects.get(server=server, quantity=DECODE_TPS).direction == "improvement"
+    assert not Notification.objects.exists() and enqueued == []
+    ev = after_probe_run(stored_run(server, 100.0), enqueue=enqueued)
+    assert [k.quantity for k in ev.suspects] == [DECODE_TPS] and ev.confirmation is not None
 
 
 def test_it_opens_speculation_not_paying_when_tau_stays_near_one(make_server: Any) -> None:
