@@ -17,6 +17,7 @@ SUSPECT = "suspect"  # worse than the baseline: confirm with a re-probe before a
 IMPROVEMENT = "improvement"
 
 MAD_TO_SIGMA = 1.4826  # MAD × this = σ for normally distributed noise
+MEAN_AD_TO_SIGMA = 1.2533  # mean absolute deviation × this = σ for normally distributed noise
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,14 @@ def robust_baseline(values: Sequence[float], params: BaselineParams | None = Non
     if len(recent) < params.min_points:
         return None
     level = statistics.median(recent)
-    mad = statistics.median(abs(v - level) for v in recent)
+    deviations = [abs(v - level) for v in recent]
+    mad = statistics.median(deviations)
+    if mad == 0:
+        # A quantised series (τ of a short probe) often repeats one value in most runs, so its MAD is 0
+        # although some runs land elsewhere (measured on the tiny pair: τ 1.955 in 7 of 12 single-pair
+        # probes, 1.891 and 2.59 in others). Zero spread would leave only the min_rel_change floor
+        # between a −3 % wiggle and an alert; the mean absolute deviation still sees those runs.
+        return Baseline(level=level, spread=MEAN_AD_TO_SIGMA * statistics.fmean(deviations), n=len(recent))
     return Baseline(level=level, spread=MAD_TO_SIGMA * mad, n=len(recent))
 
 

@@ -15,7 +15,7 @@ one (an overlapping scheduled probe finds the server locked and is skipped, whic
 4. The engine stopped for good: one "unreachable" alert and one mail, however many attempts fail.
 
 Along the way the /metrics checks run on the real scrapes: switching to plain decoding must not look like a
-schema change, and the counters move with every probe (the test allows one alert in all).
+schema change, and the counters move with every probe (one alert through regression and restore).
 """
 
 from __future__ import annotations

@@ -66,3 +66,12 @@ def test_it_rarely_suspects_noise(seed: int) -> None:
         suspects += check(points[i], base, higher_is_better=True).kind == SUSPECT
     # A suspect only costs one re-probe (a confirmation must also be low before any alert).
     assert suspects <= 2
+
+
+def test_a_quantised_series_with_zero_mad_still_has_a_spread() -> None:
+    # τ of single-pair probes of the tiny engine (measured): mostly one value, sometimes another.
+    taus = [1.9545] * 7 + [1.891, 1.891, 2.588, 2.588, 1.9333]
+    base = robust_baseline(taus, BaselineParams(window=20))
+    assert base is not None and base.level == 1.9545 and base.spread > 0
+    assert check(1.891, base, higher_is_better=True).kind == OK  # −3.3 %: a value the series takes anyway
+    assert check(1.0, base, higher_is_better=True).kind == SUSPECT  # plain decoding: τ = 1
