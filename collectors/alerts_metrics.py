@@ -3,7 +3,7 @@
 After a probe run (collectors/alerts.py calls `check_metrics_health`):
 - stale: the probe's own scrapes before and after it show the request and generation-token counters
   standing still for `stale_after` runs in a row, though the probe sent requests;
-- schema changed: a family the normaliser reads was in the previous run's scrape and is gone now.
+- schema changed: a counter family the normaliser reads was in the previous run's scrape and is gone now.
 
 After a periodic scrape (collectors/tasks.py calls `after_scrape`): the window's τ (1 + Δaccepted /
 Δverify steps, the bonus token included; engine_client.metrics.window) is a point of the series
