@@ -10,10 +10,17 @@ After a succeeded, non-contaminated run, for every series the run touched:
    second detector, a backstop). Otherwise:
 3. The fast check (median ± k·MAD of the points since the last change point). A scheduled or manual
    run that looks worse is only *suspect*: ONE confirmation ProbeRun (trigger "confirmation",
-   `confirms` = the suspect run) is queued. When that run succeeds, the series where both the suspect
-   and the confirmation point are worse than the baseline before the suspect open an alert.
-4. τ ≤ `tau_not_paying` on the last `not_paying_after` runs opens "speculation not paying"; a
-   `transport_artefact` flag opens "transport artefact"; both resolve when it goes away.
+   `confirms` = the suspect run) is queued (`confirmations` > 1: each confirmation that agrees queues
+   the next). When the last one succeeds, the series where the suspect and every confirmation point
+   are worse than the baseline before the suspect open an alert.
+4. τ ≤ `tau_not_paying` on the last `not_paying_after` runs opens "speculation not paying" (and a
+   confirmed τ drop that lands there is that kind, not a second alert); so does a decode rate below
+   the server's own non-speculative rate (`Server.nonspec_decode_tps`). A `transport_artefact` flag
+   opens "transport artefact". Each resolves when the condition goes away.
+5. The /metrics checks (stale counters, vanished families): collectors/alerts_metrics.py, which also
+   runs detection on τ from periodic scrape windows.
+
+Parameters: `AlertParams.from_settings()` (SPECTATOR_DETECT_* in dashboard/settings.py).
 
 After a failed run: `unreachable_after` consecutive failed runs open "unreachable"; the next
 succeeded run resolves it. Every state change is a conditional UPDATE plus an AlertEvent row, and
