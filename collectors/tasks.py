@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from celery import shared_task
 from django.conf import settings
@@ -22,10 +23,10 @@ def _backoff_s(retries: int) -> int:
     return min(30 * 2**retries, 600)
 
 
-def enqueue_probe(server: Server, run: ProbeRun) -> str:
-    """Queue the probe task for `run`; the task id (tests wait on it in the worker's log)."""
+def enqueue_probe(server: Server, run: ProbeRun) -> Any:
+    """Queue the probe task for `run`; Celery's AsyncResult (tests wait on its id in the worker's log)."""
     # A probe still waiting after its interval is stale: the next scheduled one replaces it.
-    return probe.apply_async((server.pk, run.trigger, run.pk), expires=server.probe_interval_s).id
+    return probe.apply_async((server.pk, run.trigger, run.pk), expires=server.probe_interval_s)
 
 
 def enqueue_scrape(server: Server) -> None:

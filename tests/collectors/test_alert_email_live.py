@@ -62,7 +62,7 @@ def scheduled_probe(server: Server, workers: Any) -> ProbeRun:
     (detection included) and nothing it set off (a confirmation run, e-mails) is still going."""
     Server.objects.filter(pk=server.pk).update(next_probe_at=None)  # due now: the beat's clock reached it
     ids: list[str] = []
-    probes, _ = enqueue_due(lambda s, run: ids.append(enqueue_probe(s, run)), enqueue_scrape)
+    probes, _ = enqueue_due(lambda s, run: ids.append(enqueue_probe(s, run).id), enqueue_scrape)
     assert probes == 1
     run = ProbeRun.objects.filter(server=server, trigger=ProbeRun.Trigger.SCHEDULED).latest("queued_at")
     wait_for(lambda: worker_done(workers, ids[0]), 120, f"the worker to finish probe run {run.pk}\n{workers.logs()}")
