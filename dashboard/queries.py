@@ -1,6 +1,10 @@
 """What the pages read: probe runs and scrapes of one server over a time range, statuses, baselines.
 
-Every query is one server over a window, which is what the collectors' indexes are built for.
+Every query is one server over a window, which is what the collectors' indexes are built for. Scrapes are
+downsampled in the database (`scrape_buckets`: GROUP BY a time bucket, Postgres `date_bin`, an SQLite
+equivalent for the embedded default), so a 30-day window moves a few hundred rows to Python, not 170 000.
+Probe runs are few (one an hour by default: 720 in 30 days) and their values live in a JSON summary, so
+they are read as rows, newest first, capped.
 """
 
 from __future__ import annotations
@@ -10,14 +14,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Avg, Count, DateTimeField, Func, Max, QuerySet, Sum
 from django.utils import timezone
 
 from collectors.models import ProbeRun, Scrape, Server
 
-# Caps until the database downsamples (a 30-day window at 15 s scrapes is 170 000 rows).
 MAX_RUNS = 2000
-MAX_SCRAPES = 5000
+SPARK_POINTS = 60
+QUIET_INTERVALS = 3  # a server is "quiet" after this many scrape intervals without a scrape
 BASELINE_RUNS = 10
 ACTIVE = (ProbeRun.Status.QUEUED, ProbeRun.Status.RUNNING)
 
@@ -38,16 +42,100 @@ def run_tau(run: ProbeRun) -> float | None:
     return run.tau_counters if run.tau_counters is not None else run.tau_responses
 
 
-def succeeded_runs(server: Server, since: datetime) -> list[ProbeRun]:
+def succeeded_runs(server: Server, since: datetime, until: datetime | None = None) -> list[ProbeRun]:
     """Succeeded runs in the window, oldest first."""
-    qs = server.probe_runs.filter(status=ProbeRun.Status.SUCCEEDED, finished_at__gte=since).order_by("-finished_at")
-    return list(reversed(qs.defer("load_before", "load_after", "plan")[:MAX_RUNS]))
+    qs = server.probe_runs.filter(status=ProbeRun.Status.SUCCEEDED, finished_at__gte=since)
+    if until is not None:
+        qs = qs.filter(finished_at__lte=until)
+    qs = qs.order_by("-finished_at").only("pk", "server_id", "finished_at", "fingerprint", "summary", "acceptance",
+                                          "tau_counters", "tau_responses", "contaminated")
+    return list(reversed(qs[:MAX_RUNS]))
 
 
-def scrapes(server: Server, since: datetime) -> list[Scrape]:
-    """Good scrapes in the window, oldest first."""
-    qs = server.scrapes.filter(ok=True, at__gte=since).order_by("-at").defer("totals")
-    return list(reversed(qs[:MAX_SCRAPES]))
+def sampled_runs(since: datetime, until: datetime, points: int = SPARK_POINTS) -> dict[int, list[ProbeRun]]:
+    """Every server's succeeded runs in the window, thinned to at most `points` evenly spaced ones, oldest first:
+    the fleet's trend lines. Two queries for the whole fleet: the (server, id) pairs, then the chosen rows."""
+    pairs = (ProbeRun.objects.filter(status=ProbeRun.Status.SUCCEEDED, finished_at__gte=since, finished_at__lte=until)
+             .order_by("server_id", "finished_at").values_list("server_id", "pk"))
+    ids: dict[int, list[int]] = {}
+    for server_id, pk in pairs:
+        ids.setdefault(server_id, []).append(pk)
+    chosen = [pk for pks in ids.values() for pk in pks[::-(-len(pks) // points)]]
+    out: dict[int, list[ProbeRun]] = {}
+    for run in ProbeRun.objects.filter(pk__in=chosen).order_by("finished_at").only("server_id", "finished_at",
+                                                                                   "summary"):
+        out.setdefault(run.server_id, []).append(run)
+    return out
+
+
+class TimeBucket(Func):
+    """The start of the `seconds`-wide bucket a timestamp falls in (UTC, aligned to the epoch)."""
+
+    output_field = DateTimeField()
+
+    def __init__(self, expression: str, seconds: int) -> None:
+        super().__init__(expression)
+        self.seconds = int(seconds)
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        sql, params = compiler.compile(self.source_expressions[0])
+        return f"date_bin(INTERVAL '{self.seconds} seconds', {sql}, TIMESTAMPTZ '1970-01-01')", params
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        # SQLite (the embedded default) stores "YYYY-MM-DD HH:MM:SS.ffffff" in UTC.
+        sql, params = compiler.compile(self.source_expressions[0])
+        return (f"datetime((CAST(strftime('%%s', {sql}) AS INTEGER) / {self.seconds}) * {self.seconds}, "
+                f"'unixepoch')"), params
+
+
+@dataclass(frozen=True)
+class ScrapeBucket:
+    """Good scrapes of one time bucket, aggregated by the database."""
+
+    at: datetime  # bucket start
+    n: int
+    tau: float | None  # mean of the windows' τ
+    acceptance_rate: float | None
+    running: float | None
+    waiting: float | None
+    kv_usage: float | None
+    generation_tps: float | None  # Σ generated tokens / Σ window seconds: exact over the bucket
+
+
+def scrape_buckets(server: Server, since: datetime, until: datetime, bucket_s: int) -> list[ScrapeBucket]:
+    """Good scrapes in [since, until], downsampled to `bucket_s` buckets in the database, oldest first."""
+    rows = (
+        Scrape.objects.filter(server=server, ok=True, at__gte=since, at__lte=until)
+        .annotate(bucket=TimeBucket("at", bucket_s)).values("bucket")
+        .annotate(n=Count("id"), tau=Avg("tau"), acceptance_rate=Avg("acceptance_rate"), running=Avg("running"),
+                  waiting=Avg("waiting"), kv_usage=Avg("kv_usage"), gen=Sum("generation_tokens"),
+                  seconds=Sum("window_s"))
+        .order_by("bucket")
+    )
+    return [ScrapeBucket(r["bucket"], r["n"], r["tau"], r["acceptance_rate"], r["running"], r["waiting"],
+                         r["kv_usage"], r["gen"] / r["seconds"] if r["gen"] is not None and r["seconds"] else None)
+            for r in rows]
+
+
+def per_position_rates(server: Server, since: datetime, until: datetime) -> dict[int, float]:
+    """{position: accepted at that position per verify step} over the window, from the counter totals of its
+    first and last good scrapes (engine_client's window arithmetic: a restart counts from the restart)."""
+    from collectors.scraping import snapshot_from_totals
+    from engine_client.metrics import window
+
+    good = server.scrapes.filter(ok=True, totals__isnull=False, at__gte=since, at__lte=until).only("totals", "at")
+    first, last = good.order_by("at").first(), good.order_by("-at").first()
+    if first is None or last is None or first.pk == last.pk:
+        return {}
+    return dict(sorted(window(snapshot_from_totals(first.totals), snapshot_from_totals(last.totals))
+                       .per_position_rate.items()))
+
+
+def last_data_at(server: Server) -> datetime | None:
+    """When the last scrape or probe of this server landed (what "last refreshed" refers to)."""
+    scrape = server.scrapes.aggregate(at=Max("at"))["at"]
+    run = server.probe_runs.aggregate(at=Max("finished_at"))["at"]
+    return max((t for t in (scrape, run) if t is not None), default=None)
 
 
 def latest_run(server: Server) -> ProbeRun | None:
@@ -58,16 +146,53 @@ def active_manual_run(server: Server) -> ProbeRun | None:
     return server.probe_runs.filter(trigger=ProbeRun.Trigger.MANUAL, status__in=ACTIVE).order_by("-queued_at").first()
 
 
+def quiet_after(server: Server) -> timedelta:
+    # At least two minutes: a beat tick or a busy worker can delay one scrape by a minute.
+    return timedelta(seconds=max(QUIET_INTERVALS * server.scrape_interval_s, 120))
+
+
 def status(server: Server, latest_scrape: Scrape | None) -> str:
-    """probing | up | down | quiet (no scrape for three intervals) | unknown (never scraped)."""
+    """probing | up | down | quiet (no scrape for QUIET_INTERVALS intervals) | unknown (never scraped)."""
     if server.probe_runs.filter(status=ProbeRun.Status.RUNNING).exists():
         return "probing"
     if latest_scrape is None:
         return "unknown"
-    if not latest_scrape.ok:
-        return "down"
-    quiet_after = timedelta(seconds=max(3 * server.scrape_interval_s, 120))
-    return "quiet" if timezone.now() - latest_scrape.at > quiet_after else "up"
+    if timezone.now() - latest_scrape.at > quiet_after(server):
+        return "quiet"
+    return "up" if latest_scrape.ok else "down"
+
+
+def quiet_notice(server: Server, latest_scrape: Scrape | None) -> str:
+    """A plain sentence when the server has gone quiet (nothing scraped for too long), else ""."""
+    if not server.enabled:
+        return f"{server.name} is disabled: it is neither scraped nor probed."
+    if latest_scrape is None:
+        return f"{server.name} has never been scraped yet."
+    silent = timezone.now() - latest_scrape.at
+    if silent <= quiet_after(server):
+        return ""
+    minutes = int(silent.total_seconds() // 60)
+    ago = f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
+    return (f"{server.name} has gone quiet: no scrape for {ago} (expected every {server.scrape_interval_s} s). "
+            "Is the worker or beat running, and is the server reachable?")
+
+
+def budget_label(fingerprint: Any) -> str:
+    """The draft budget a run's acceptance rate depends on, as the server reported it ("B=64"), or ""."""
+    spec = fingerprint.get("speculative") if isinstance(fingerprint, dict) else None
+    if not isinstance(spec, dict):
+        return ""
+    for key, name in (("budget", "B"), ("speculative_num_draft_tokens", "draft tokens"),
+                      ("num_speculative_tokens", "k")):
+        if spec.get(key) is not None:
+            return f"{name}={spec[key]}"
+    return ""
+
+
+def budget_value(fingerprint: Any) -> int | None:
+    label = budget_label(fingerprint)
+    value = label.partition("=")[2]
+    return int(value) if value.isdigit() else None
 
 
 @dataclass(frozen=True)
