@@ -119,8 +119,8 @@ def tau_over_time(runs: list[ProbeRun], buckets: list[ScrapeBucket]) -> Figure:
     depend on how many nodes were drafted, so it is comparable across budgets."""
     fig = go.Figure()
     windows = [b for b in buckets if b.tau is not None]
-    fig.add_trace(go.Scatter(x=[b.at for b in windows], y=[b.tau for b in windows], mode="lines",
-                             name="scrapes (live traffic)", line={"width": 1}))
+    fig.add_trace(go.Scatter(x=[b.at for b in windows], y=[b.tau for b in windows], mode="lines+markers",
+                             name="scrapes (live traffic)", line={"width": 1}, marker={"size": 3}))
     probed = [(r.finished_at, run_tau(r)) for r in runs if run_tau(r) is not None]
     fig.add_trace(go.Scatter(x=[t for t, _ in probed], y=[v for _, v in probed], mode="markers", name="probes",
                              marker={"size": 8}))
@@ -137,8 +137,8 @@ def acceptance_rate_over_time(runs: list[ProbeRun], buckets: list[ScrapeBucket],
     and means nothing without its B. One probe trace per budget; scrapes carry the latest probe's B."""
     fig = go.Figure()
     windows = [b for b in buckets if b.acceptance_rate is not None]
-    fig.add_trace(go.Scatter(x=[b.at for b in windows], y=[b.acceptance_rate for b in windows], mode="lines",
-                             name=f"scrapes ({budget or 'budget unknown'})", line={"width": 1}))
+    fig.add_trace(go.Scatter(x=[b.at for b in windows], y=[b.acceptance_rate for b in windows], mode="lines+markers",
+                             name=f"scrapes ({budget or 'budget unknown'})", line={"width": 1}, marker={"size": 3}))
     by_budget: dict[str, list[ProbeRun]] = {}
     for run in runs:
         if _rate(run) is not None:
@@ -163,7 +163,7 @@ def acceptance_vs_budget(runs: list[ProbeRun], buckets: list[ScrapeBucket], budg
         mean = sum(v * n for v, n in rates) / sum(n for _, n in rates)
         fig.add_trace(go.Scatter(x=[budget], y=[mean], mode="markers", name=f"scrapes, this range (B={budget})",
                                  marker={"symbol": "diamond", "size": 12}))
-    fig.update_xaxes(type="log")
+    fig.update_xaxes(type="log", tickvals=[2 ** k for k in range(11)])  # budgets are powers of two, mostly
     return _layout(fig, "Acceptance rate vs draft budget B", "draft budget B (nodes per round)", "acceptance rate")
 
 
