@@ -181,3 +181,4 @@ class ServerLease(models.Model):
 # Change points and alerts live in their own module (STYLE 10); imported here so Django registers them.
 from collectors.alert_models import Alert, AlertEvent, ChangePoint  # noqa: E402, F401
 from collectors.notify_models import Notification, NotificationAttempt, Subscription  # noqa: E402, F401
+from collectors.rollup_models import ScrapeRollup  # noqa: E402, F401

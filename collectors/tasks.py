@@ -115,3 +115,11 @@ def send_notification_task(self, notification_id: int) -> None:  # type: ignore[
             give_up(notification_id)
             return
         raise self.retry(countdown=_notify_backoff_s(self.request.retries)) from None
+
+
+@shared_task(name="collectors.tasks.rollup_scrapes", ignore_result=True, soft_time_limit=600, time_limit=660)
+def rollup_scrapes() -> None:
+    from collectors.rollups import roll_up
+
+    rows = roll_up()
+    log.info("rollup: %d hourly row(s) written", rows)

@@ -2,7 +2,8 @@
 
 Every query is one server over a window, which is what the collectors' indexes are built for. Scrapes are
 downsampled in the database (`scrape_buckets`: GROUP BY a time bucket, Postgres `date_bin`, an SQLite
-equivalent for the embedded default), so a 30-day window moves a few hundred rows to Python, not 170 000.
+equivalent for the embedded default); ranges of days read the hourly rollups (collectors/rollups.py), so a
+30-day window aggregates 720 rows per server instead of 172 800 and moves a few hundred to Python.
 Probe runs are few (one an hour by default: 720 in 30 days) and their values live in a JSON summary, so
 they are read as rows, newest first, capped.
 """
@@ -14,13 +15,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Avg, Count, DateTimeField, Func, Max, QuerySet, Sum
+from django.db.models import Max, QuerySet, Sum
 from django.utils import timezone
 
 from collectors.models import ProbeRun, Scrape, Server
+from collectors.rollups import AVERAGED, TimeBucket, scrape_sums
 
 MAX_RUNS = 2000
 SPARK_POINTS = 60
+ROLLUP_S = 3600
+ROLLUP_FIELDS = ["n", "generation_tokens", "window_s"] + [f"{n}_{s}" for n, _ in AVERAGED for s in ("sum", "n")]
 QUIET_INTERVALS = 3  # a server is "quiet" after this many scrape intervals without a scrape
 BASELINE_RUNS = 10
 ACTIVE = (ProbeRun.Status.QUEUED, ProbeRun.Status.RUNNING)
@@ -68,26 +72,6 @@ def sampled_runs(since: datetime, until: datetime, points: int = SPARK_POINTS) -
     return out
 
 
-class TimeBucket(Func):
-    """The start of the `seconds`-wide bucket a timestamp falls in (UTC, aligned to the epoch)."""
-
-    output_field = DateTimeField()
-
-    def __init__(self, expression: str, seconds: int) -> None:
-        super().__init__(expression)
-        self.seconds = int(seconds)
-
-    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
-        sql, params = compiler.compile(self.source_expressions[0])
-        return f"date_bin(INTERVAL '{self.seconds} seconds', {sql}, TIMESTAMPTZ '1970-01-01')", params
-
-    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
-        # SQLite (the embedded default) stores "YYYY-MM-DD HH:MM:SS.ffffff" in UTC.
-        sql, params = compiler.compile(self.source_expressions[0])
-        return (f"datetime((CAST(strftime('%%s', {sql}) AS INTEGER) / {self.seconds}) * {self.seconds}, "
-                f"'unixepoch')"), params
-
-
 @dataclass(frozen=True)
 class ScrapeBucket:
     """Good scrapes of one time bucket, aggregated by the database."""
@@ -102,19 +86,41 @@ class ScrapeBucket:
     generation_tps: float | None  # Σ generated tokens / Σ window seconds: exact over the bucket
 
 
+def _bucket_rows(rows: Any, into: dict[datetime, dict[str, float]]) -> None:
+    # Sums and counts add up, so a bucket split between rollups and raw scrapes merges exactly.
+    for row in rows:
+        bucket = into.setdefault(row.pop("bucket"), {})
+        for key, value in row.items():
+            if value is not None:
+                bucket[key] = bucket.get(key, 0.0) + value
+
+
+def _mean(sums: dict[str, float], name: str) -> float | None:
+    return sums[f"{name}_sum"] / sums[f"{name}_n"] if sums.get(f"{name}_n") else None
+
+
 def scrape_buckets(server: Server, since: datetime, until: datetime, bucket_s: int) -> list[ScrapeBucket]:
-    """Good scrapes in [since, until], downsampled to `bucket_s` buckets in the database, oldest first."""
-    rows = (
-        Scrape.objects.filter(server=server, ok=True, at__gte=since, at__lte=until)
-        .annotate(bucket=TimeBucket("at", bucket_s)).values("bucket")
-        .annotate(n=Count("id"), tau=Avg("tau"), acceptance_rate=Avg("acceptance_rate"), running=Avg("running"),
-                  waiting=Avg("waiting"), kv_usage=Avg("kv_usage"), gen=Sum("generation_tokens"),
-                  seconds=Sum("window_s"))
-        .order_by("bucket")
-    )
-    return [ScrapeBucket(r["bucket"], r["n"], r["tau"], r["acceptance_rate"], r["running"], r["waiting"],
-                         r["kv_usage"], r["gen"] / r["seconds"] if r["gen"] is not None and r["seconds"] else None)
-            for r in rows]
+    """Good scrapes in [since, until], downsampled to `bucket_s` buckets in the database, oldest first.
+
+    Buckets of an hour or more read the hourly rollups up to the newest hour rolled for this server, and
+    raw scrapes only after it (collectors/rollups.py); finer buckets read raw scrapes."""
+    sums: dict[datetime, dict[str, float]] = {}
+    raw_from = since
+    if bucket_s >= ROLLUP_S:
+        newest = server.scrape_rollups.filter(hour__gte=since, hour__lte=until).aggregate(h=Max("hour"))["h"]
+        if newest is not None:
+            rolled = server.scrape_rollups.filter(hour__gte=since, hour__lte=newest)
+            _bucket_rows(rolled.annotate(bucket=TimeBucket("hour", bucket_s)).values("bucket").annotate(
+                **{f: Sum(f) for f in ROLLUP_FIELDS}).order_by(), sums)
+            raw_from = max(since, newest + timedelta(seconds=ROLLUP_S))
+    raw = Scrape.objects.filter(server=server, ok=True, at__gte=raw_from, at__lte=until)
+    _bucket_rows(raw.annotate(bucket=TimeBucket("at", bucket_s)).values("bucket").annotate(**scrape_sums())
+                 .order_by(), sums)
+    return [ScrapeBucket(at, int(s.get("n", 0)), _mean(s, "tau"), _mean(s, "rate"), _mean(s, "running"),
+                         _mean(s, "waiting"), _mean(s, "kv"),
+                         s["generation_tokens"] / s["window_s"] if s.get("generation_tokens") is not None
+                         and s.get("window_s") else None)
+            for at, s in sorted(sums.items())]
 
 
 def per_position_rates(server: Server, since: datetime, until: datetime) -> dict[int, float]:

@@ -2,7 +2,8 @@
 filters on, and the bucket width the database downsamples scrapes to (queries.scrape_buckets).
 
 Buckets are chosen so a chart holds at most about MAX_POINTS points whatever the span: a 30-day window of
-15-second scrapes (172 800 rows per server) becomes 360 two-hour buckets, aggregated in the database.
+15-second scrapes (172 800 rows per server) becomes 360 two-hour buckets, aggregated in the database from
+hourly rollups; spans over two days never go below an hour, so they always read the rollups.
 A bad custom range (unparseable, from ≥ to, longer than MAX_SPAN) is reported on the page and the default
 range is shown instead: the error says what to fix, and the page still answers.
 """
@@ -26,6 +27,7 @@ RANGES: dict[str, timedelta] = {
 DEFAULT_RANGE = "24h"
 MAX_SPAN = timedelta(days=92)  # raw scrapes are not kept longer than this (collectors/retention.py)
 MAX_POINTS = 400
+ROLLUP_FROM = timedelta(days=2)  # spans longer than this use hour-wide (or wider) buckets
 # Bucket widths in seconds; the smallest one that keeps the chart under MAX_POINTS points is used.
 BUCKETS = (15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
 INPUT_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d"]
@@ -51,6 +53,8 @@ class CustomRangeForm(forms.Form):
 
 def bucket_seconds(span: timedelta) -> int:
     target = span.total_seconds() / MAX_POINTS
+    if span > ROLLUP_FROM:
+        target = max(target, 3600)  # hourly or coarser: read from the hourly rollups (collectors/rollups.py)
     return next((b for b in BUCKETS if b >= target), BUCKETS[-1])
 
 

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.django_db
 def test_it_picks_buckets_that_keep_a_chart_under_a_few_hundred_points() -> None:
     assert bucket_seconds(timedelta(hours=6)) == 60
     assert bucket_seconds(timedelta(hours=24)) == 300
-    assert bucket_seconds(timedelta(days=7)) == 1800
+    assert bucket_seconds(timedelta(days=2)) == 600
+    assert bucket_seconds(timedelta(days=7)) == 3600  # from two days on: hourly rollups or coarser
     assert bucket_seconds(timedelta(days=30)) == 7200
 
 
@@ -60,7 +61,7 @@ def test_it_downsamples_scrapes_in_the_database(client: Any, viewer: Any, make_s
     from collectors.models import Scrape
 
     server = make_server()
-    # 7 days of 15-minute scrapes: the 7-day view groups them into 30-minute buckets (two scrapes each).
+    # 6 days of 15-minute scrapes: the 7-day view groups them into hour buckets (four scrapes each).
     origin = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(days=7) + timedelta(hours=1)
     rows = [Scrape(server=server, at=origin + timedelta(minutes=15 * i), tau=2.0 + (i % 2), acceptance_rate=0.5,
                    running=float(i % 2), waiting=0.0, kv_usage=0.1, generation_tokens=300.0 * (i % 2 + 1),
@@ -69,10 +70,10 @@ def test_it_downsamples_scrapes_in_the_database(client: Any, viewer: Any, make_s
     client.force_login(viewer)
     page = client.get(f"/servers/{server.pk}/?range=7d").content.decode()
     tau = figure(page, "fig-tau")["data"][0]
-    assert len(tau["x"]) == 2 * 24 * 6  # half as many points as rows
+    assert len(tau["x"]) == 24 * 6  # a quarter as many points as rows
     assert set(tau["y"]) == {2.5}  # each bucket the mean of a 2.0 and a 3.0 window
     live = {t["name"]: t["y"] for t in figure(page, "fig-live")["data"]}
-    assert set(live["generation tok/s"]) == {900.0 / 1800.0}  # Σ tokens / Σ seconds, not a mean of rates
+    assert set(live["generation tok/s"]) == {1800.0 / 3600.0}  # Σ tokens / Σ seconds, not a mean of rates
     assert set(live["running"]) == {0.5}
     scrape(server, 1)  # and the 6-hour view draws the recent one at its own minute
     six = figure(client.get(f"/servers/{server.pk}/?range=6h").content.decode(), "fig-tau")["data"][0]
