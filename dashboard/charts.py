@@ -32,8 +32,8 @@ def _layout(fig: Fig, title: str, x: str, y: str, height: int = 320, zero: bool 
     """Common look. `zero`: the y axis starts at zero, so a 2 % wobble looks like 2 % and not like a cliff
     (autoscaled axes stretch any wobble to the full height). `uirevision` keeps a user's zoom when the live
     refresh hands plotly.js new data (Plotly.react)."""
-    fig.update_layout(title={"text": title}, xaxis={"title": {"text": x}}, yaxis={"title": {"text": y}},
-                      height=height, margin={"l": 60, "r": 20, "t": 40, "b": 50},
+    fig.update_layout(title={"text": title, "x": 0.01, "xanchor": "left"}, xaxis={"title": {"text": x}},
+                      yaxis={"title": {"text": y}}, height=height, margin={"l": 60, "r": 20, "t": 40, "b": 50},
                       legend={"orientation": "h", "y": -0.25}, uirevision="keep")
     if zero:
         fig.update_yaxes(rangemode="tozero")
@@ -217,7 +217,9 @@ def live_panel(buckets: list[ScrapeBucket]) -> Figure:
                           name="KV usage %", mode="lines", line={"dash": "dot"}))
     fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "title": {"text": "generation tok/s"},
                               "rangemode": "tozero"})
-    return _layout(fig, "Live (from /metrics scrapes)", "time (UTC)", "requests / KV %")
+    figure = _layout(fig, "Live (from /metrics scrapes)", "time (UTC)", "requests / KV %")
+    figure["layout"]["margin"]["r"] = 60  # room for the right axis
+    return figure
 
 
 def sparkline(runs: list[ProbeRun]) -> Figure:
