@@ -92,6 +92,10 @@ class ProbeRun(models.Model):
         indexes = [
             models.Index(fields=["server", "-queued_at"], name="probe_run_server_time"),
             models.Index(fields=["server", "status"], name="probe_run_server_status"),
+            # The charts' "succeeded runs of a server, newest first" (dashboard/queries.py).
+            models.Index(fields=["server", "status", "-finished_at"], name="probe_run_server_finished"),
+            # The fleet's trend lines: every server's runs in a window (index-only on Postgres).
+            models.Index(fields=["status", "finished_at"], include=["server", "id"], name="probe_run_finished_cover"),
         ]
 
     def __str__(self) -> str:

@@ -14,6 +14,7 @@ from collectors.models import ChangePoint, ProbeMeasurement, ProbeRun
 from dashboard.figure import Fig, Figure, bar, scatter
 from dashboard.queries import (
     Baseline,
+    RunPoint,
     ScrapeBucket,
     budget_label,
     budget_value,
@@ -25,6 +26,7 @@ from dashboard.queries import (
 
 FAINT = "rgba(31, 119, 180, 0.25)"
 BOLD = "rgb(31, 119, 180)"
+Run = ProbeRun | RunPoint  # a whole row, or the slim one queries.succeeded_runs reads
 RECENT_RUNS = 20  # throughput-vs-context draws the latest runs only: 720 faint lines say nothing more
 
 
@@ -46,7 +48,7 @@ def _layout(fig: Fig, title: str, x: str, y: str, height: int = 320, zero: bool 
     return fig.to_json()
 
 
-def throughput_vs_context(runs: list[ProbeRun], baseline: dict[int, Baseline] | None = None) -> Figure:
+def throughput_vs_context(runs: list[Run], baseline: dict[int, Baseline] | None = None) -> Figure:
     """One line per run; the latest bold, older faint, over the baseline band (median ± MAD of the clean
     runs before the latest), so a drop stands out against the history."""
     fig = Fig()
@@ -71,7 +73,7 @@ def throughput_vs_context(runs: list[ProbeRun], baseline: dict[int, Baseline] | 
     return _layout(fig, "Decode throughput vs context", "context (tokens)", "decode tok/s")
 
 
-def fingerprint_changes(runs: list[ProbeRun]) -> list[tuple[Any, str]]:
+def fingerprint_changes(runs: list[Run]) -> list[tuple[Any, str]]:
     """(time, "old → new") wherever a run's fingerprint (version, model, config) differs from the run before."""
     changes = []
     for before, after in zip(runs, runs[1:], strict=False):
@@ -94,7 +96,7 @@ def _mark_events(fig: Fig, events: list[tuple[Any, str, str, str]]) -> None:
     fig.update_layout(yaxis2={"overlaying": "y", "range": [0, 1.05], "visible": False, "fixedrange": True})
 
 
-def decode_over_time(runs: list[ProbeRun], change_points: Sequence[ChangePoint] = ()) -> Figure:
+def decode_over_time(runs: list[Run], change_points: Sequence[ChangePoint] = ()) -> Figure:
     """Decode tok/s per context over time, with the detector's change points and fingerprint changes marked."""
     series: dict[int, tuple[list[Any], list[float]]] = {}
     for run in runs:
@@ -113,7 +115,7 @@ def decode_over_time(runs: list[ProbeRun], change_points: Sequence[ChangePoint] 
     return _layout(fig, "Decode tok/s over time, per context", "time (UTC)", "decode tok/s")
 
 
-def tau_over_time(runs: list[ProbeRun], buckets: list[ScrapeBucket]) -> Figure:
+def tau_over_time(runs: list[Run], buckets: list[ScrapeBucket]) -> Figure:
     """τ = accepted tokens per verify step (bonus included), from scrape windows and from probes. τ does not
     depend on how many nodes were drafted, so it is comparable across budgets."""
     fig = Fig()
@@ -126,19 +128,19 @@ def tau_over_time(runs: list[ProbeRun], buckets: list[ScrapeBucket]) -> Figure:
     return _layout(fig, "τ (accepted tokens per verify step) over time", "time (UTC)", "τ")
 
 
-def _rate(run: ProbeRun) -> float | None:
+def _rate(run: Run) -> float | None:
     value = (run.acceptance or {}).get("acceptance_rate")
     return value if isinstance(value, (int, float)) else None
 
 
-def acceptance_rate_over_time(runs: list[ProbeRun], buckets: list[ScrapeBucket], budget: str) -> Figure:
+def acceptance_rate_over_time(runs: list[Run], buckets: list[ScrapeBucket], budget: str) -> Figure:
     """Accepted / drafted: with a tree, "drafted" is the node budget per round, so the rate falls as B grows
     and means nothing without its B. One probe trace per budget; scrapes carry the latest probe's B."""
     fig = Fig()
     windows = [b for b in buckets if b.acceptance_rate is not None]
     fig.add_trace(scatter(x=[b.at for b in windows], y=[b.acceptance_rate for b in windows], mode="lines+markers",
                           name=f"scrapes ({budget or 'budget unknown'})", line={"width": 1}, marker={"size": 3}))
-    by_budget: dict[str, list[ProbeRun]] = {}
+    by_budget: dict[str, list[Run]] = {}
     for run in runs:
         if _rate(run) is not None:
             by_budget.setdefault(budget_label(run.fingerprint) or "budget unknown", []).append(run)
@@ -149,7 +151,7 @@ def acceptance_rate_over_time(runs: list[ProbeRun], buckets: list[ScrapeBucket],
                    "time (UTC)", "acceptance rate")
 
 
-def acceptance_vs_budget(runs: list[ProbeRun], buckets: list[ScrapeBucket], budget: int | None) -> Figure:
+def acceptance_vs_budget(runs: list[Run], buckets: list[ScrapeBucket], budget: int | None) -> Figure:
     """Acceptance rate against the draft budget B the server ran with: every probe at its fingerprint's B,
     and the scrape windows' mean at the latest B."""
     probed = [(budget_value(r.fingerprint), _rate(r), r) for r in runs]
@@ -166,7 +168,7 @@ def acceptance_vs_budget(runs: list[ProbeRun], buckets: list[ScrapeBucket], budg
     return _layout(fig, "Acceptance rate vs draft budget B", "draft budget B (nodes per round)", "acceptance rate")
 
 
-def per_position(run: ProbeRun | None, scraped: dict[int, float], budget: str) -> Figure:
+def per_position(run: Run | None, scraped: dict[int, float], budget: str) -> Figure:
     """Accepted tokens at draft position k per verify step (≈ the chance the walk reaches depth k), from the
     scrapes over the range and from the latest probe; both depend on the budget, which the title names."""
     fig = Fig()
@@ -181,7 +183,7 @@ def per_position(run: ProbeRun | None, scraped: dict[int, float], budget: str) -
                    "accepted per verify step")
 
 
-def output_sweep(runs: list[ProbeRun]) -> Figure:
+def output_sweep(runs: list[Run]) -> Figure:
     """Decode tok/s by output length; flat is healthy (a slope means long outputs slow down)."""
     fig = Fig()
     for i, run in enumerate(runs[-10:]):
@@ -222,7 +224,7 @@ def live_panel(buckets: list[ScrapeBucket]) -> Figure:
     return figure
 
 
-def sparkline(runs: list[ProbeRun]) -> Figure:
+def sparkline(runs: list[Run]) -> Figure:
     """The fleet's small trend: decode tok/s at each run's largest probed context."""
     points = [(r.finished_at, decode_by_context(r)) for r in runs]
     points = [(t, d[max(d)]) for t, d in points if d]

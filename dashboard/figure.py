@@ -8,12 +8,28 @@ shapes, so they write the JSON directly; plotly.js (served from the plotly packa
 
 from __future__ import annotations
 
+from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 Figure = dict[str, Any]
 # plotly_white's look, spelled out once instead of shipping the template in every figure.
 GRID = "#ebf0f8"
 AXIS = {"gridcolor": GRID, "zerolinecolor": GRID, "linecolor": GRID, "automargin": True}
+
+
+@lru_cache(maxsize=8192)
+def _iso(value: datetime) -> str:
+    text = value.isoformat(timespec="milliseconds")
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def iso(value: Any) -> Any:
+    """A datetime as the string plotly.js reads (what DjangoJSONEncoder would write); anything else as is.
+
+    Time axes repeat the same instants across traces and figures; encoding each once (cached) is much
+    cheaper than leaving thousands of datetimes to the JSON encoder's per-object fallback."""
+    return _iso(value) if isinstance(value, datetime) else value
 
 
 def scatter(**props: Any) -> dict[str, Any]:
@@ -62,4 +78,7 @@ class Fig:
         return any(any(v is not None for v in trace.get("y") or []) for trace in self.data)
 
     def to_json(self) -> Figure:
+        for trace in self.data:
+            if isinstance(trace.get("x"), list):
+                trace["x"] = [iso(v) for v in trace["x"]]
         return {"data": self.data, "layout": self.layout}

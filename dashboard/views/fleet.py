@@ -13,7 +13,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from collectors.models import ProbeRun, Server
+from collectors.models import ProbeRun
 from dashboard import charts, queries
 from dashboard.timerange import TimeRange, time_range
 from dashboard.views.access import require_read
@@ -21,18 +21,17 @@ from dashboard.views.access import require_read
 MIN_REFRESH_S, MAX_REFRESH_S = 5, 60
 
 
-def _row(server: Server, trend: list[ProbeRun]) -> dict[str, Any]:
-    latest = queries.latest_run(server)
-    latest_scrape = server.scrapes.order_by("-at").first()
-    tau_scrape = server.scrapes.filter(ok=True, tau__isnull=False).order_by("-at").first()
+def _row(server: Any, trend: list[ProbeRun]) -> dict[str, Any]:
+    """One fleet row from a server annotated by queries.fleet_servers (no further queries)."""
+    latest = server.latest_run
     return {
         "server": server,
-        "status": queries.status(server, latest_scrape),
-        "quiet": queries.quiet_notice(server, latest_scrape),
+        "status": queries.status_of(server, server.probing, server.scraped_at, server.scrape_ok),
+        "quiet": queries.quiet_notice(server, server.scraped_at),
         "latest": latest,
         "decode": queries.decode_by_context(latest) if latest else {},
-        "tau": tau_scrape.tau if tau_scrape else (queries.run_tau(latest) if latest else None),
-        "acceptance_rate": tau_scrape.acceptance_rate if tau_scrape else None,
+        "tau": server.tau if server.tau is not None else (queries.run_tau(latest) if latest else None),
+        "acceptance_rate": server.acceptance_rate,
         "budget": queries.budget_label(latest.fingerprint) if latest else "",
         "trend": charts.sparkline(trend),
         "trend_id": f"trend-{server.pk}",
@@ -40,7 +39,7 @@ def _row(server: Server, trend: list[ProbeRun]) -> dict[str, Any]:
 
 
 def _context(window: TimeRange) -> dict[str, Any]:
-    servers = list(Server.objects.all())
+    servers = queries.fleet_servers()
     trends = queries.sampled_runs(window.since, window.until)
     # The fastest scrape interval in the fleet sets the refresh, within sane bounds.
     refresh = min((s.scrape_interval_s for s in servers), default=MAX_REFRESH_S)

@@ -23,7 +23,7 @@ HISTORY_ROWS = 50
 
 
 def _figures(server: Server, window: TimeRange, runs: list[ProbeRun]) -> dict[str, charts.Figure]:
-    latest = runs[-1] if runs else None
+    latest = queries.full_run(runs[-1] if runs else None)
     measurements = list(latest.measurements.all()) if latest else []
     buckets = queries.scrape_buckets(server, window.since, window.until, window.bucket_s)
     change_points = list(ChangePoint.objects.filter(
@@ -51,7 +51,7 @@ def _live_context(server: Server, window: TimeRange) -> dict[str, Any]:
         "server": server,
         "window": window,
         "status": queries.status(server, latest_scrape),
-        "quiet": queries.quiet_notice(server, latest_scrape),
+        "quiet": queries.quiet_notice(server, latest_scrape.at if latest_scrape else None),
         "latest_scrape": latest_scrape,
         "last_data_at": queries.last_data_at(server),
         "refreshed_at": timezone.now(),
