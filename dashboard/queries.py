@@ -180,7 +180,7 @@ def per_position_rates(server: Server, since: datetime, until: datetime) -> dict
 def last_data_at(server: Server) -> datetime | None:
     """When the last scrape or probe of this server landed (what "last refreshed" refers to)."""
     scrape = server.scrapes.aggregate(at=Max("at"))["at"]
-    run = server.probe_runs.aggregate(at=Max("finished_at"))["at"]
+    run = server.probe_runs.filter(status=ProbeRun.Status.SUCCEEDED).aggregate(at=Max("finished_at"))["at"]
     return max((t for t in (scrape, run) if t is not None), default=None)
 
 

@@ -19,7 +19,7 @@ from dashboard.roles import CAN_EDIT_SERVERS, CAN_PROBE
 from dashboard.timerange import TimeRange, time_range
 from dashboard.views.access import get_server_for_user
 
-HISTORY_ROWS = 50
+HISTORY_ROWS = 25  # the newest runs; each run's page has the rest
 
 
 def _figures(server: Server, window: TimeRange, runs: list[ProbeRun]) -> dict[str, charts.Figure]:

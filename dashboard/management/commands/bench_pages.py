@@ -13,6 +13,7 @@ its rows into real data.
 
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import time
@@ -140,19 +141,29 @@ class Command(BaseCommand):
         if not servers:
             raise CommandError("No servers: run without --no-seed first.")
         rng = random.Random(0)
-        self.stdout.write(f"{len(servers)} servers, {n} requests per page and range (after 2 warm-ups); ms")
-        self.stdout.write(f"{'page':<8} {'range':<6} {'p50':>7} {'p95':>7} {'max':>7}")
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        self.stdout.write(f"{len(servers)} servers, {n} requests per page and range (after 2 warm-ups); ms; "
+                          f"load average {load} on {os.cpu_count()} CPUs")
+        # wall = server time as a client sees it; cpu = this process's CPU time for the request (Django, not
+        # Postgres), which a machine shared with other work inflates far less than the wall time.
+        self.stdout.write(f"{'page':<8} {'range':<6} {'p50':>7} {'p95':>7} {'max':>7} {'cpu p50':>8} {'cpu p95':>8}")
         for page in ("fleet", "server"):
             for key in RANGES:
-                times = []
+                times, cpu = [], []
                 for i in range(n + 2):
                     url = "/" if page == "fleet" else f"/servers/{rng.choice(servers)}/"
-                    began = time.perf_counter()
+                    began, began_cpu = time.perf_counter(), time.process_time()
                     response = client.get(url, {"range": key})
                     elapsed = (time.perf_counter() - began) * 1000
+                    cpu_ms = (time.process_time() - began_cpu) * 1000
                     if response.status_code != 200:
                         raise CommandError(f"{url}?range={key} answered {response.status_code}")
                     if i >= 2:
                         times.append(elapsed)
-                p95 = statistics.quantiles(times, n=20, method="inclusive")[18]
-                self.stdout.write(f"{page:<8} {key:<6} {statistics.median(times):7.1f} {p95:7.1f} {max(times):7.1f}")
+                        cpu.append(cpu_ms)
+                self.stdout.write(f"{page:<8} {key:<6} {statistics.median(times):7.1f} {_p95(times):7.1f} "
+                                  f"{max(times):7.1f} {statistics.median(cpu):8.1f} {_p95(cpu):8.1f}")
+
+
+def _p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=20, method="inclusive")[18]
