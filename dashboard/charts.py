@@ -96,8 +96,10 @@ def _mark_events(fig: Fig, events: list[tuple[Any, str, str, str]]) -> None:
     fig.update_layout(yaxis2={"overlaying": "y", "range": [0, 1.05], "visible": False, "fixedrange": True})
 
 
-def decode_over_time(runs: list[Run], change_points: Sequence[ChangePoint] = ()) -> Figure:
-    """Decode tok/s per context over time, with the detector's change points and fingerprint changes marked."""
+def decode_over_time(runs: list[Run], change_points: Sequence[ChangePoint] = (),
+                     thinned_s: int | None = None) -> Figure:
+    """Decode tok/s per context over time, with the detector's change points and fingerprint changes marked.
+    `thinned_s`: the runs are one per bucket of that many seconds (queries.run_bucket); the title says so."""
     series: dict[int, tuple[list[Any], list[float]]] = {}
     for run in runs:
         for context, value in decode_by_context(run).items():
@@ -112,7 +114,10 @@ def decode_over_time(runs: list[Run], change_points: Sequence[ChangePoint] = ())
     events += [(t, "fingerprint change", text, "#6a1b9a") for t, text in fingerprint_changes(runs)]
     if events and series:
         _mark_events(fig, events)
-    return _layout(fig, "Decode tok/s over time, per context", "time (UTC)", "decode tok/s")
+    title = "Decode tok/s over time, per context"
+    if thinned_s:
+        title += f" (newest run per {thinned_s // 60} min shown)"
+    return _layout(fig, title, "time (UTC)", "decode tok/s")
 
 
 def tau_over_time(runs: list[Run], buckets: list[ScrapeBucket]) -> Figure:

@@ -23,6 +23,7 @@ from collectors.models import ProbeRun, Scrape, Server
 from collectors.rollups import AVERAGED, TimeBucket, scrape_sums
 
 MAX_RUNS = 2000
+MAX_RUN_POINTS = 400  # more succeeded runs than this in a window: one per time bucket is drawn
 SPARK_POINTS = 30
 # Draft-budget keys by server kind (bundled engine, SGLang, vLLM), in the order budget_label prefers them.
 BUDGET_KEYS = ("budget", "speculative_num_draft_tokens", "num_speculative_tokens")
@@ -63,16 +64,30 @@ class RunPoint:
     acceptance: dict[str, Any]
 
 
-def succeeded_runs(server: Server, since: datetime, until: datetime | None = None) -> list[RunPoint]:
+def run_bucket(server: Server, since: datetime, until: datetime, bucket_s: int) -> int | None:
+    """`bucket_s` when the window holds more succeeded runs than a chart should draw (MAX_RUN_POINTS), so
+    `succeeded_runs` keeps one run per bucket; None when every run is drawn."""
+    count = server.probe_runs.filter(status=ProbeRun.Status.SUCCEEDED, finished_at__gte=since,
+                                     finished_at__lte=until).count()
+    return bucket_s if count > MAX_RUN_POINTS else None
+
+
+def succeeded_runs(server: Server, since: datetime, until: datetime | None = None,
+                   bucket_s: int | None = None) -> list[RunPoint]:
     """Succeeded runs in the window, oldest first, slimmed for the charts.
 
     A stored fingerprint carries the server's whole /server_info and the acceptance block every counter; a
     30-day window holds 720 runs, and decoding those documents and building model instances was most of
     the page's time. So the database extracts the few keys the charts read (`fingerprint_label`,
-    `budget_label`, the rate) and the rows come back as plain values; `full_run` reads one whole row."""
+    `budget_label`, the rate) and the rows come back as plain values; `full_run` reads one whole row.
+    With `bucket_s` (see `run_bucket`), the database keeps the newest run of each time bucket."""
     qs = server.probe_runs.filter(status=ProbeRun.Status.SUCCEEDED, finished_at__gte=since)
     if until is not None:
         qs = qs.filter(finished_at__lte=until)
+    if bucket_s is not None:
+        newest = qs.annotate(bucket=TimeBucket("finished_at", bucket_s)).values("bucket").annotate(
+            newest=Max("id")).values("newest")
+        qs = qs.filter(pk__in=Subquery(newest))
     slim = {f"fp_{k.replace('__', '_')}": KT(f"fingerprint__{k}") for k in SLIM_FINGERPRINT}
     rows = qs.order_by("-finished_at").values(
         "pk", "finished_at", "summary", "tau_counters", "tau_responses",

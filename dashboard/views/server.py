@@ -13,7 +13,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from collectors.models import ChangePoint, ProbeRun, Server
+from collectors.models import ChangePoint, Server
 from dashboard import charts, queries
 from dashboard.roles import CAN_EDIT_SERVERS, CAN_PROBE
 from dashboard.timerange import TimeRange, time_range
@@ -22,7 +22,10 @@ from dashboard.views.access import get_server_for_user
 HISTORY_ROWS = 25  # the newest runs; each run's page has the rest
 
 
-def _figures(server: Server, window: TimeRange, runs: list[ProbeRun]) -> dict[str, charts.Figure]:
+def _figures(server: Server, window: TimeRange) -> dict[str, charts.Figure]:
+    # A long window of frequent probes is thinned in the database to one run per chart bucket.
+    thinned = queries.run_bucket(server, window.since, window.until, window.bucket_s)
+    runs = queries.succeeded_runs(server, window.since, window.until, thinned)
     latest = queries.full_run(runs[-1] if runs else None)
     measurements = list(latest.measurements.all()) if latest else []
     buckets = queries.scrape_buckets(server, window.since, window.until, window.bucket_s)
@@ -31,7 +34,7 @@ def _figures(server: Server, window: TimeRange, runs: list[ProbeRun]) -> dict[st
     budget = queries.budget_label(latest.fingerprint) if latest else ""
     return {
         "throughput": charts.throughput_vs_context(runs, queries.baselines(latest) if latest else None),
-        "decode_time": charts.decode_over_time(runs, change_points),
+        "decode_time": charts.decode_over_time(runs, change_points, thinned),
         "tau": charts.tau_over_time(runs, buckets),
         "acceptance": charts.acceptance_rate_over_time(runs, buckets, budget),
         "acceptance_budget": charts.acceptance_vs_budget(runs, buckets, queries.budget_value(
@@ -55,7 +58,7 @@ def _live_context(server: Server, window: TimeRange) -> dict[str, Any]:
         "latest_scrape": latest_scrape,
         "last_data_at": queries.last_data_at(server),
         "refreshed_at": timezone.now(),
-        "figures": _figures(server, window, queries.succeeded_runs(server, window.since, window.until)),
+        "figures": _figures(server, window),
         "run_count": server.probe_runs.count(),
         "history": server.probe_runs.select_related("requested_by").defer("summary", "acceptance")[:HISTORY_ROWS],
     }

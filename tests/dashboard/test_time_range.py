@@ -78,3 +78,26 @@ def test_it_downsamples_scrapes_in_the_database(client: Any, viewer: Any, make_s
     scrape(server, 1)  # and the 6-hour view draws the recent one at its own minute
     six = figure(client.get(f"/servers/{server.pk}/?range=6h").content.decode(), "fig-tau")["data"][0]
     assert six["y"][-1] == 3.1
+
+
+def test_it_thins_a_long_run_history_in_the_database(
+    client: Any, viewer: Any, make_server: Any, store_run: Any, monkeypatch: Any
+) -> None:
+    from dashboard import queries
+
+    monkeypatch.setattr(queries, "MAX_RUN_POINTS", 4)
+    server = make_server()
+    # Six runs in three 5-minute buckets of the 24 h view (two each, 2 minutes apart).
+    start = timezone.now().replace(second=0, microsecond=0) - timedelta(hours=2)
+    start -= timedelta(minutes=start.minute % 5)
+    for i, value in enumerate((100.0, 101.0, 110.0, 111.0, 120.0, 121.0)):
+        run = store_run(server, {64: value}, hours_ago=0)
+        run.finished_at = start + timedelta(minutes=5 * (i // 2) + 2 * (i % 2))
+        run.save()
+    client.force_login(viewer)
+    fig = figure(client.get(f"/servers/{server.pk}/?range=24h").content.decode(), "fig-decode_time")
+    assert fig["data"][0]["y"] == [101.0, 111.0, 121.0]  # the newest run of each bucket
+    assert "newest run per 5 min shown" in fig["layout"]["title"]["text"]
+    monkeypatch.setattr(queries, "MAX_RUN_POINTS", 400)
+    fig = figure(client.get(f"/servers/{server.pk}/?range=24h").content.decode(), "fig-decode_time")
+    assert len(fig["data"][0]["y"]) == 6 and "shown" not in fig["layout"]["title"]["text"]
