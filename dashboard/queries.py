@@ -4,8 +4,8 @@ Every query is one server over a window, which is what the collectors' indexes a
 downsampled in the database (`scrape_buckets`: GROUP BY a time bucket, Postgres `date_bin`, an SQLite
 equivalent for the embedded default); ranges of days read the hourly rollups (collectors/rollups.py), so a
 30-day window aggregates 720 rows per server instead of 172 800 and moves a few hundred to Python.
-Probe runs are few (one an hour by default: 720 in 30 days) and their values live in a JSON summary, so
-they are read as rows, newest first, capped.
+Probe runs (one an hour by default: 720 in 30 days) are read as slim values, the few JSON keys the charts
+need extracted by the database, and thinned to the newest run per chart bucket beyond MAX_RUN_POINTS.
 """
 
 from __future__ import annotations
