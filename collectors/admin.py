@@ -17,6 +17,7 @@ from collectors.models import (
     ProbeRun,
     RawSample,
     Scrape,
+    ScrapeRollup,
     Server,
     ServerLease,
     Subscription,
@@ -140,3 +141,10 @@ class NotificationAdmin(admin.ModelAdmin):
     list_display = ("id", "event", "email", "state", "attempts", "sent_at", "last_error")
     list_filter = ("state",)
     inlines = [AttemptInline]
+
+
+@admin.register(ScrapeRollup)
+class ScrapeRollupAdmin(admin.ModelAdmin):
+    list_display = ("server", "hour", "n", "tau_n", "generation_tokens", "window_s")
+    list_filter = ("server",)
+    date_hierarchy = "hour"

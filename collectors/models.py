@@ -98,6 +98,10 @@ class ProbeRun(models.Model):
         indexes = [
             models.Index(fields=["server", "-queued_at"], name="probe_run_server_time"),
             models.Index(fields=["server", "status"], name="probe_run_server_status"),
+            # The charts' "succeeded runs of a server, newest first" (dashboard/queries.py).
+            models.Index(fields=["server", "status", "-finished_at"], name="probe_run_server_finished"),
+            # The fleet's trend lines: every server's runs in a window (index-only on Postgres).
+            models.Index(fields=["status", "finished_at"], include=["server", "id"], name="probe_run_finished_cover"),
         ]
 
     def __str__(self) -> str:
@@ -187,3 +191,4 @@ class ServerLease(models.Model):
 # Change points and alerts live in their own module (STYLE 10); imported here so Django registers them.
 from collectors.alert_models import Alert, AlertEvent, ChangePoint  # noqa: E402, F401
 from collectors.notify_models import Notification, NotificationAttempt, Subscription  # noqa: E402, F401
+from collectors.rollup_models import ScrapeRollup  # noqa: E402, F401

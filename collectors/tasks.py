@@ -137,3 +137,11 @@ def sweep_notifications() -> None:
     ids = sweep_stuck(stuck_s=stuck_s, max_attempts=NOTIFY_MAX_RETRIES + 1)
     if ids:
         log.warning("sweep: re-queued %d stuck notification(s)", len(ids))
+
+
+@shared_task(name="collectors.tasks.rollup_scrapes", ignore_result=True, soft_time_limit=600, time_limit=660)
+def rollup_scrapes() -> None:
+    from collectors.rollups import roll_up
+
+    rows = roll_up()
+    log.info("rollup: %d hourly row(s) written", rows)

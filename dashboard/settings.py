@@ -176,6 +176,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 3600.0,
         "options": {"expires": 3600.0},
     },
+    # Hourly scrape rollups for the long chart ranges (collectors/rollups.py); readers cover any lag.
+    "rollup-scrapes": {
+        "task": "collectors.tasks.rollup_scrapes",
+        "schedule": 300.0,
+        "options": {"expires": 300.0},
+    },
 }
 
 # The embedded default keeps its files here; create the folders once, before anything opens them.

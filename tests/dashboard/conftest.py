@@ -5,6 +5,8 @@ from typing import Any
 
 import pytest
 
+from tests.collectors.live import engine, workers  # noqa: F401
+from tests.dashboard.browser import browser  # noqa: F401
 from tests.django_fixtures import alice, bob, charlie, make_server  # noqa: F401
 
 

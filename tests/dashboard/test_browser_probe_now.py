@@ -5,42 +5,15 @@ run queued → running → succeeded), so this checks the page, not Celery; test
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from django.utils import timezone
 
-CHROMEDRIVER = shutil.which("chromedriver")
-SCREENSHOT = Path(os.environ.get("SPECTATOR_SCREENSHOT_DIR", "var/screenshots")) / "server-page.png"
+from tests.dashboard.browser import needs_chromium, wait_until
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(CHROMEDRIVER is None, reason="chromedriver missing: `make install` installs it"),
-]
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,2200"):
-        options.add_argument(arg)
-    options.binary_location = shutil.which("chromium") or ""
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    yield driver
-    driver.quit()
-
-
-def _wait_for(browser: Any, condition: Any, timeout: float = 15) -> Any:
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(browser, timeout, poll_frequency=0.2).until(condition)
+pytestmark = [pytest.mark.django_db(transaction=True), needs_chromium]
+_wait_for = wait_until
 
 
 def _fragment(browser: Any) -> tuple[str | None, str]:
@@ -70,8 +43,6 @@ def test_it_runs_a_probe_from_the_server_page(
         "const el = document.getElementById('chart-throughput'); return el && el.data && el.data.map(t => t.y);"))
     assert traces[1:] == [[130.0, 114.0], [130.0, 116.0]]  # after the baseline band
     assert browser.find_elements(By.CSS_SELECTOR, "#chart-throughput .main-svg")
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(str(SCREENSHOT))
 
     browser.find_element(By.XPATH, "//button[text()='Run probe now']").click()
     _wait_for(browser, lambda b: _fragment(b)[0] == "queued")

@@ -94,7 +94,7 @@ def test_it_renders_a_hostile_model_name_as_text(client: Any, viewer: Any, make_
     run.fingerprint = {"kind": "vllm", "model": "<script>alert(2)</script>"}
     run.save()
     client.force_login(viewer)
-    for url in ("/", f"/servers/{server.pk}/", f"/runs/{run.pk}/"):
+    for url in ("/", f"/servers/{server.pk}/", f"/runs/{run.pk}/", f"/servers/{server.pk}/live/", "/fleet/rows/"):
         page = client.get(url).content.decode()
         assert "<script>alert" not in page, url
     assert "\\u003Cscript\\u003Ealert(2)" in client.get(f"/servers/{server.pk}/").content.decode()
