@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from django.conf import settings
+
 from collectors.models import Server
 
 # Transient = worth retrying later (STYLE 6): could not connect, timed out, 429 or 5xx.
@@ -18,7 +20,14 @@ def client_for(server: Server, **kwargs: Any) -> Any:
     from engine_client.client import EngineClient
 
     dialect = "auto" if server.kind == Server.Kind.AUTO else server.kind
+    kwargs.setdefault("transport", allowlist_transport())  # issue 8: SPECTATOR_ALLOWED_SERVER_HOSTS, per request
     return EngineClient(server.base_url, api_key=server.api_key or None, dialect=dialect, **kwargs)
+
+
+def allowlist_transport() -> Any:
+    from collectors.hosts import AllowlistTransport
+
+    return AllowlistTransport() if settings.SPECTATOR_ALLOWED_SERVER_HOSTS else None
 
 
 def is_client_error(exc: BaseException) -> bool:

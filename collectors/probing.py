@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from collectors import telemetry
 from collectors.clients import clean, client_for, describe, is_client_error
 from collectors.locks import server_lock
 from collectors.models import ProbeMeasurement, ProbeRun, Server
@@ -69,6 +70,7 @@ def _finish(run: ProbeRun, status: str, **fields: Any) -> None:
     ProbeRun.objects.filter(pk=run.pk).update(**fields)
     for name, value in fields.items():
         setattr(run, name, value)
+    telemetry.probe_finished(run)
 
 
 def run_probe_for_server(

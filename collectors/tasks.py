@@ -10,9 +10,11 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
+from collectors import telemetry
 from collectors.models import ProbeRun, Server
 
 log = logging.getLogger(__name__)
+telemetry.connect_celery_signals()  # task failures and retries on the dashboard's /metrics
 
 PROBE_MAX_RETRIES = 2
 

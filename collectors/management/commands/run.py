@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -64,6 +65,16 @@ def ensure_admin(username: str) -> tuple[str, str]:
     return username, password
 
 
+def share_metrics_folder() -> None:
+    """Web and worker children write their counters to one fresh folder, so /metrics sums them (issue 8)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return  # the operator chose one
+    folder = Path(settings.DATA_DIR) / "metrics"
+    shutil.rmtree(folder, ignore_errors=True)  # last run's processes are gone; their totals restart
+    folder.mkdir(parents=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
+
+
 class Command(BaseCommand):
     help = "Run the bundled engine, a Celery worker, Celery beat and the web server until Ctrl-C."
 
@@ -80,6 +91,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, self._on_signal)
         call_command("migrate", interactive=False, verbosity=0)
         username, password = ensure_admin(envstr("SPECTATOR_ADMIN_USER", "admin"))
+        share_metrics_folder()
         try:
             if not opts["no_engine"]:
                 self._start_engine(opts["engine_port"])
