@@ -44,10 +44,12 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, StatusError) and exc.status_code in RETRY_STATUS
 
 
-def describe(exc: BaseException) -> str:
-    """The reason stored on a failed row: the error type and message (engine_client keeps keys out)."""
-    text = str(exc) or repr(exc)
-    return f"{type(exc).__name__}: {text}"
+def describe(exc: BaseException, secret: str = "") -> str:
+    """The reason stored on a failed row: the error type and message. engine_client never puts the key in a
+    message itself, but an error body or a non-JSON excerpt is the server's text, and a server (or a proxy
+    in front of it) may echo the request's headers: `secret`, the server's API key, is blanked out of it."""
+    text = f"{type(exc).__name__}: {str(exc) or repr(exc)}"
+    return text.replace(secret, "[api key]") if secret else text
 
 
 def clean(value: Any) -> Any:

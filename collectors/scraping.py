@@ -71,7 +71,7 @@ def scrape_server(server: Server, *, client: Any = None, raise_unreachable: bool
         if not is_client_error(exc) and not isinstance(exc, ValueError):
             raise
         failed = Scrape.objects.create(
-            server=server, at=at, ok=False, error=describe(exc), duration_s=time.monotonic() - started
+            server=server, at=at, ok=False, error=describe(exc, server.api_key), duration_s=time.monotonic() - started
         )
         telemetry.scrape_finished(failed)
         if raise_unreachable and is_client_error(exc) and is_transient(exc):
