@@ -17,11 +17,11 @@ RUN pip install -e '.[dashboard]'
 # Static files are built into the image (outside the data volume) and served by WhiteNoise.
 ENV SPECTATOR_STATIC_ROOT=/app/static SPECTATOR_DATA_DIR=/data SPECTATOR_METRICS_DIR=/metrics
 RUN python manage.py collectstatic --noinput --verbosity 0 \
-    && mkdir -p /data /metrics && chown spectator /data /metrics
+    && mkdir -p /data /metrics && chown -R spectator /data /metrics
 USER spectator
 EXPOSE 8000
 ENTRYPOINT ["/app/docker-entrypoint.sh"]
-CMD ["gunicorn", "dashboard.wsgi", "--bind", "0.0.0.0:8000", "--access-logfile", "-"]
+CMD ["gunicorn", "dashboard.wsgi", "--bind", "0.0.0.0:8000", "--access-logfile", "-", "--no-control-socket"]
 
 FROM base AS engine
 COPY pyproject.toml ./

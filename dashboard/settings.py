@@ -207,6 +207,7 @@ SPECTATOR_MANUAL_PROBE_WINDOW_SECONDS = envint("SPECTATOR_MANUAL_PROBE_WINDOW_SE
 
 # The cache holds the rate-limit counters, so every web process must share it: Redis when the broker is
 # Redis (Django's own backend), else files under SPECTATOR_DATA_DIR (one machine, several processes).
+# Its keys are prefixed; never call cache.clear() with the broker's Redis database: it would flush the queue.
 CACHE_URL = envsecret("CACHE_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
                       else f"file://{DATA_DIR / 'cache'}")
 CACHES = {"default": cache_from_url(CACHE_URL, key_prefix=f"spectator:{DATABASES['default']['NAME']}")}
