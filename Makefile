@@ -12,6 +12,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[engine,client,dashboard,test]'
 	# The browser tests drive Debian's chromium through chromedriver; skipped when already installed.
 	command -v chromedriver >/dev/null || (apt-get update && apt-get install -y chromium chromium-driver)
+	# A real compose parser for tests/deploy (docker-compose.yml is checked with no Docker daemon): Debian's
+	# docker-compose 1.29, without the recommended docker.io engine.
+	command -v docker-compose >/dev/null || (apt-get update && apt-get install -y --no-install-recommends docker-compose)
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -1,4 +1,4 @@
-"""Django admin for every collectors model; the API key is a write-only password field."""
+"""Django admin for every collectors model; the API key is a write-only password field (never rendered)."""
 
 from __future__ import annotations
 
@@ -25,10 +25,16 @@ from collectors.models import (
 
 
 class ServerForm(forms.ModelForm):
+    # Write-only: the stored key is never sent back to the browser (issue 8); blank keeps it.
+    api_key = forms.CharField(required=False, widget=forms.PasswordInput(render_value=False),
+                              help_text="Sent as a bearer token. Leave blank to keep the current key.")
+
     class Meta:
         model = Server
         fields = "__all__"
-        widgets = {"api_key": forms.PasswordInput(render_value=True)}
+
+    def clean_api_key(self) -> str:
+        return self.cleaned_data.get("api_key") or (self.instance.api_key if self.instance.pk else "")
 
 
 @admin.register(Server)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from django.conf import settings
+
 from collectors.models import Server
 
 # Transient = worth retrying later (STYLE 6): could not connect, timed out, 429 or 5xx.
@@ -18,7 +20,14 @@ def client_for(server: Server, **kwargs: Any) -> Any:
     from engine_client.client import EngineClient
 
     dialect = "auto" if server.kind == Server.Kind.AUTO else server.kind
+    kwargs.setdefault("transport", allowlist_transport())  # issue 8: SPECTATOR_ALLOWED_SERVER_HOSTS, per request
     return EngineClient(server.base_url, api_key=server.api_key or None, dialect=dialect, **kwargs)
+
+
+def allowlist_transport() -> Any:
+    from collectors.hosts import AllowlistTransport
+
+    return AllowlistTransport() if settings.SPECTATOR_ALLOWED_SERVER_HOSTS else None
 
 
 def is_client_error(exc: BaseException) -> bool:
@@ -35,10 +44,12 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, StatusError) and exc.status_code in RETRY_STATUS
 
 
-def describe(exc: BaseException) -> str:
-    """The reason stored on a failed row: the error type and message (engine_client keeps keys out)."""
-    text = str(exc) or repr(exc)
-    return f"{type(exc).__name__}: {text}"
+def describe(exc: BaseException, secret: str = "") -> str:
+    """The reason stored on a failed row: the error type and message. engine_client never puts the key in a
+    message itself, but an error body or a non-JSON excerpt is the server's text, and a server (or a proxy
+    in front of it) may echo the request's headers: `secret`, the server's API key, is blanked out of it."""
+    text = f"{type(exc).__name__}: {str(exc) or repr(exc)}"
+    return text.replace(secret, "[api key]") if secret else text
 
 
 def clean(value: Any) -> Any:

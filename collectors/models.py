@@ -7,6 +7,7 @@ Indexes follow the chart queries, which always read one server over a time range
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, URLValidator
 from django.db import models
 
@@ -51,6 +52,13 @@ class Server(models.Model):
 
     def __repr__(self) -> str:
         return f"<Server {self.pk} {self.name!r} {self.base_url}>"
+
+    def clean(self) -> None:
+        # Issue 8: the host allowlist (collectors/hosts.py); probes and scrapes check it again per request.
+        from collectors.hosts import url_refusal
+
+        if why := url_refusal(self.base_url):
+            raise ValidationError({"base_url": f"Not allowed: {why}."})
 
 
 class ProbeRun(models.Model):

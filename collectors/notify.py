@@ -29,7 +29,7 @@ from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
-from collectors import emails
+from collectors import emails, telemetry
 from collectors.models import Alert, AlertEvent, Notification, NotificationAttempt, Subscription
 
 log = logging.getLogger(__name__)
@@ -131,11 +131,13 @@ def send_notification(notification_id: int) -> bool:
         error = f"{type(exc).__name__}: {exc}"[:2000]
         _record(notification_id, Notification.State.PENDING if transient else Notification.State.FAILED,
                 error=error, transient=transient)
+        telemetry.email_attempt("deferred" if transient else "failed")
         log.warning("notification %s to %s: %s", notification_id, notification.email, error)
         if transient:
             raise TransientSendError(error) from exc
         return False
     _record(notification_id, Notification.State.SENT)
+    telemetry.email_attempt("sent")
     return True
 
 
@@ -173,8 +175,9 @@ def sweep_stuck(*, stuck_s: float, max_attempts: int, now: Any = None) -> list[i
 
 def give_up(notification_id: int) -> None:
     """Retries used up: a pending row becomes failed (its attempts keep the errors)."""
-    Notification.objects.filter(pk=notification_id, state=Notification.State.PENDING).update(
-        state=Notification.State.FAILED)
+    if Notification.objects.filter(pk=notification_id, state=Notification.State.PENDING).update(
+            state=Notification.State.FAILED):
+        telemetry.email_attempt("failed")
 
 
 def send_test_email(address: str) -> Notification:

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from collectors import telemetry
 from collectors.clients import clean, client_for, describe, is_client_error
 from collectors.locks import server_lock
 from collectors.models import ProbeMeasurement, ProbeRun, Server
@@ -69,6 +70,7 @@ def _finish(run: ProbeRun, status: str, **fields: Any) -> None:
     ProbeRun.objects.filter(pk=run.pk).update(**fields)
     for name, value in fields.items():
         setattr(run, name, value)
+    telemetry.probe_finished(run)
 
 
 def run_probe_for_server(
@@ -137,8 +139,9 @@ def _execute(server: Server, run: ProbeRun, progress: Callable[[str], None] | No
         store_report(run, report.to_dict())
     except Exception as exc:
         transient = is_client_error(exc) and _transient(exc)
-        log.warning("probe run %s on server %s failed: %s", run.pk, server.pk, describe(exc))
-        _finish(run, ProbeRun.Status.FAILED, error=describe(exc), current_step=f"failed during: {_step(run)}")
+        reason = describe(exc, server.api_key)  # issue 8: the key blanked out of echoed server text
+        log.warning("probe run %s on server %s failed: %s", run.pk, server.pk, reason)
+        _finish(run, ProbeRun.Status.FAILED, error=reason, current_step=f"failed during: {_step(run)}")
         raise ProbeFailed(run, transient, exc) from exc
     finally:
         client.close()

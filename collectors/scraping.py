@@ -15,6 +15,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from collectors import telemetry
 from collectors.clients import clean, client_for, describe, is_client_error, is_transient
 from collectors.models import RawSample, Scrape, Server
 
@@ -70,8 +71,9 @@ def scrape_server(server: Server, *, client: Any = None, raise_unreachable: bool
         if not is_client_error(exc) and not isinstance(exc, ValueError):
             raise
         failed = Scrape.objects.create(
-            server=server, at=at, ok=False, error=describe(exc), duration_s=time.monotonic() - started
+            server=server, at=at, ok=False, error=describe(exc, server.api_key), duration_s=time.monotonic() - started
         )
+        telemetry.scrape_finished(failed)
         if raise_unreachable and is_client_error(exc) and is_transient(exc):
             raise
         return failed
@@ -99,4 +101,5 @@ def scrape_server(server: Server, *, client: Any = None, raise_unreachable: bool
             ],
             batch_size=1000,
         )
+    telemetry.scrape_finished(scrape)
     return scrape

@@ -11,9 +11,11 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
+from collectors import telemetry
 from collectors.models import ProbeRun, Server
 
 log = logging.getLogger(__name__)
+telemetry.connect_celery_signals()  # task failures and retries on the dashboard's /metrics
 
 PROBE_MAX_RETRIES = 2
 

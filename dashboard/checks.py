@@ -60,4 +60,52 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             hint="Set DEFAULT_FROM_EMAIL to an address your SMTP server accepts as sender.",
             id="spectator.W002",
         ))
+    problems += check_production()
+    return problems
+
+
+def _public() -> bool:
+    return any(host not in LOCAL_HOSTS for host in settings.ALLOWED_HOSTS)
+
+
+def check_production() -> list[Any]:
+    """Issue 8: a site reachable from other machines must be configured like one."""
+    import ipaddress
+
+    from collectors.hosts import invalid_entries
+
+    problems: list[Any] = []
+    public = _public()
+    if public and not settings.DEBUG and settings.SECRET_KEY != settings.DEFAULT_SECRET_KEY \
+            and len(settings.SECRET_KEY) < 32:
+        problems.append(Error(
+            "SECRET_KEY is shorter than 32 characters on a public site.",
+            hint="Generate one: python -c 'import secrets; print(secrets.token_urlsafe(50))'.",
+            id="spectator.E006",
+        ))
+    for net in settings.SPECTATOR_METRICS_ALLOW_FROM:
+        try:
+            ipaddress.ip_network(net, strict=False)
+        except ValueError:
+            problems.append(Error(
+                f"SPECTATOR_METRICS_ALLOW_FROM entry {net!r} is not an IP address or network.",
+                id="spectator.E007",
+            ))
+    for entry in invalid_entries(settings.SPECTATOR_ALLOWED_SERVER_HOSTS):
+        problems.append(Error(
+            f"SPECTATOR_ALLOWED_SERVER_HOSTS entry {entry!r} is neither a host name, a .domain nor a network.",
+            id="spectator.E008",
+        ))
+    if public and settings.DEBUG:
+        problems.append(Warning(
+            "DEBUG is on while ALLOWED_HOSTS admits other hosts: error pages show settings and code.",
+            hint="Unset DEBUG in production.",
+            id="spectator.W003",
+        ))
+    if public and not settings.DEBUG and not settings.SPECTATOR_HTTPS:
+        problems.append(Warning(
+            "SPECTATOR_HTTPS is off on a public site: session and CSRF cookies travel in clear, no HSTS.",
+            hint="Serve the site over HTTPS (a TLS reverse proxy) and leave SPECTATOR_HTTPS at its default.",
+            id="spectator.W004",
+        ))
     return problems

@@ -109,3 +109,19 @@ def database_from_url(url: str) -> dict[str, object]:
             "CONN_HEALTH_CHECKS": True,
         }
     raise ImproperlyConfigured(f"DATABASE_URL scheme {parts.scheme!r} is not supported (use postgres:// or sqlite://)")
+
+
+def cache_from_url(url: str, *, key_prefix: str) -> dict[str, object]:
+    """A Django CACHES entry from `redis://host:6379/1` (Django's Redis backend), `file:///abs/dir` or `locmem://`."""
+    parts = urlsplit(url)
+    if parts.scheme in {"redis", "rediss"}:
+        return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url, "KEY_PREFIX": key_prefix}
+    if parts.scheme == "file":
+        if not parts.path:
+            raise ImproperlyConfigured(f"CACHE_URL={url!r} names no folder (file:///abs/dir)")
+        return {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": unquote(parts.path),
+                "KEY_PREFIX": key_prefix}
+    if parts.scheme == "locmem":
+        # One process only: rate limits would not be shared between web workers. For tests and experiments.
+        return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "KEY_PREFIX": key_prefix}
+    raise ImproperlyConfigured(f"CACHE_URL scheme {parts.scheme!r} is not supported (use redis://, file:// or locmem://)")

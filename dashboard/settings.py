@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dashboard.env import database_from_url, envbool, envfloat, envint, envlist, envsecret, envstr
+from dashboard.env import cache_from_url, database_from_url, envbool, envfloat, envint, envlist, envsecret, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(envstr("SPECTATOR_DATA_DIR", str(BASE_DIR / "var"))).resolve()
@@ -33,6 +33,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's CSS/JS) from STATIC_ROOT, filled by `collectstatic` in the image (prod block).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -77,7 +79,8 @@ TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
 STATIC_URL = "static/"
-STATIC_ROOT = DATA_DIR / "static"
+# `collectstatic` fills it and WhiteNoise serves it; the image keeps it outside the data volume.
+STATIC_ROOT = Path(envstr("SPECTATOR_STATIC_ROOT", str(DATA_DIR / "static")))
 
 LOGGING = {
     "version": 1,
@@ -188,3 +191,61 @@ CELERY_BEAT_SCHEDULE = {
 if DATABASES["default"]["ENGINE"].endswith("sqlite3") or CELERY_BROKER_URL.startswith("filesystem://"):
     for _folder in (DATA_DIR, _BROKER_DIR / "queue", _BROKER_DIR / "control"):
         _folder.mkdir(parents=True, exist_ok=True)
+
+# --- Production and security (issue 8; README "Production deployment", "Configuration reference") ---------
+# HTTPS: on by default for a public site (DEBUG off and a non-local ALLOWED_HOSTS entry), so a real
+# deployment gets secure cookies, HSTS and the HTTPS redirect without asking; `make run` on 127.0.0.1
+# stays plain HTTP. TLS is terminated by a reverse proxy that sets X-Forwarded-Proto (README).
+_LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]", "testserver"}
+_PUBLIC_SITE = not DEBUG and any(host not in _LOCAL_HOSTS for host in ALLOWED_HOSTS)
+SPECTATOR_HTTPS = envbool("SPECTATOR_HTTPS", _PUBLIC_SITE)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SPECTATOR_HTTPS
+SESSION_COOKIE_HTTPONLY = True
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", SPECTATOR_HTTPS)
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31_536_000 if SPECTATOR_HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)  # other sites on the domain: opt in
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", False)
+if envbool("SPECTATOR_BEHIND_PROXY", SPECTATOR_HTTPS):
+    # The proxy talks plain HTTP to gunicorn and says "https" in this header; without it, every request
+    # would look insecure and SECURE_SSL_REDIRECT would loop.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Health checks and Prometheus reach the site from inside its network over plain HTTP, by its local name.
+# WhiteNoise serves STATIC_ROOT (warning when it is missing): `collectstatic` fills it in the image.
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+SECURE_REDIRECT_EXEMPT = [r"^health$", r"^metrics$"]
+ALLOWED_HOSTS += [host for host in ("127.0.0.1", "localhost") if host not in ALLOWED_HOSTS]
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+# The client address for rate limits and the /metrics allowlist: REMOTE_ADDR, or this header when a
+# reverse proxy sets it (e.g. X-Real-IP); never trust a header that clients can send straight to gunicorn.
+SPECTATOR_CLIENT_IP_HEADER = envstr("SPECTATOR_CLIENT_IP_HEADER", "")
+
+# Monitored hosts (server-side request forgery): empty = any host; otherwise names (exact, or ".example.org"
+# for a domain and its subdomains), IP addresses and networks (10.0.0.0/8). Checked by the server form and
+# again on every request of a probe or scrape (collectors/hosts.py), after DNS resolution.
+SPECTATOR_ALLOWED_SERVER_HOSTS = envlist("SPECTATOR_ALLOWED_SERVER_HOSTS", [])
+
+# Rate limits (dashboard/ratelimit.py): failed logins per username and per client address, manual probes
+# per user, each over a fixed window. The counters live in the shared cache below.
+SPECTATOR_LOGIN_FAILURES_PER_USER = envint("SPECTATOR_LOGIN_FAILURES_PER_USER", 5, minimum=1)
+SPECTATOR_LOGIN_FAILURES_PER_IP = envint("SPECTATOR_LOGIN_FAILURES_PER_IP", 20, minimum=1)
+SPECTATOR_LOGIN_WINDOW_SECONDS = envint("SPECTATOR_LOGIN_WINDOW_SECONDS", 900, minimum=1)
+SPECTATOR_MANUAL_PROBES_PER_USER = envint("SPECTATOR_MANUAL_PROBES_PER_USER", 10, minimum=1)
+SPECTATOR_MANUAL_PROBE_WINDOW_SECONDS = envint("SPECTATOR_MANUAL_PROBE_WINDOW_SECONDS", 3600, minimum=1)
+
+# The cache holds the rate-limit counters, so every web process must share it: Redis when the broker is
+# Redis (Django's own backend), else files under SPECTATOR_DATA_DIR (one machine, several processes).
+# Its keys are prefixed; never call cache.clear() with the broker's Redis database: it would flush the queue.
+CACHE_URL = envsecret("CACHE_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
+                      else f"file://{DATA_DIR / 'cache'}")
+CACHES = {"default": cache_from_url(CACHE_URL, key_prefix=f"spectator:{DATABASES['default']['NAME']}")}
+
+# /metrics of the dashboard itself (collectors/telemetry.py). PROMETHEUS_MULTIPROC_DIR, set for every web
+# and worker process (docker-compose, `manage.py run`), makes prometheus-client write each process's values
+# to files; /metrics sums every such file under SPECTATOR_METRICS_DIR. Access: a logged-in staff user, a
+# client address in SPECTATOR_METRICS_ALLOW_FROM, or `Authorization: Bearer <SPECTATOR_METRICS_TOKEN>`.
+SPECTATOR_METRICS_DIR = envstr("SPECTATOR_METRICS_DIR", envstr("PROMETHEUS_MULTIPROC_DIR", ""))
+SPECTATOR_METRICS_TOKEN = envsecret("SPECTATOR_METRICS_TOKEN", "")
+SPECTATOR_METRICS_ALLOW_FROM = envlist("SPECTATOR_METRICS_ALLOW_FROM", [])
+# --- end of the production and security block ----------------------------------------------------------------

@@ -4,11 +4,24 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard.views import alerts, assets, fleet, health, probe_now, probe_run, server, servers_edit, subscriptions
+from dashboard.views import (
+    alerts,
+    assets,
+    fleet,
+    health,
+    login,
+    metrics,
+    probe_now,
+    probe_run,
+    server,
+    servers_edit,
+    subscriptions,
+)
 
 urlpatterns = [
     path("health", health.health, name="dashboard-health"),
-    path("login/", auth_views.LoginView.as_view(), name="dashboard-login"),
+    path("metrics", metrics.metrics, name="dashboard-metrics"),
+    path("login/", login.LoginView.as_view(), name="dashboard-login"),
     path("logout/", auth_views.LogoutView.as_view(), name="dashboard-logout"),
     path("assets/<str:version>/<str:name>", assets.asset, name="dashboard-asset"),
     path("", fleet.fleet, name="dashboard-fleet"),

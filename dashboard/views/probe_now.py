@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
@@ -11,7 +12,7 @@ from django.views.decorators.http import require_POST
 from collectors.models import ProbeRun, Server
 from collectors.probing import queue_run
 from collectors.tasks import enqueue_probe
-from dashboard import queries
+from dashboard import queries, ratelimit
 from dashboard.roles import CAN_PROBE
 from dashboard.views.access import get_server_for_user
 
@@ -31,9 +32,23 @@ def queue_manual_probe(server: Server, user: object) -> ProbeRun | None:
     return run
 
 
+def manual_probe_limit(request: HttpRequest) -> str:
+    """The refusal message when this user has queued too many manual probes lately, else ""."""
+    limit = ratelimit.hit("manual-probe", str(request.user.pk), settings.SPECTATOR_MANUAL_PROBES_PER_USER,
+                          settings.SPECTATOR_MANUAL_PROBE_WINDOW_SECONDS)
+    if not limit.exceeded:
+        return ""
+    wait_min = limit.retry_after_s // 60 + 1
+    return f"Too many manual probes ({limit.limit} allowed per window). Try again in {wait_min} min."
+
+
 @require_POST
 def probe_now(request: HttpRequest, server_id: int) -> HttpResponse:
     server = get_server_for_user(request.user, server_id, CAN_PROBE)
+    limited = manual_probe_limit(request)  # issue 8: a rate limit per user (dashboard/ratelimit.py)
+    if limited:
+        messages.error(request, limited)
+        return redirect("dashboard-server", server_id=server.pk)
     run = queue_manual_probe(server, request.user)
     if run is None:
         messages.warning(request, f"A manual probe of {server.name} is already queued or running.")

@@ -82,3 +82,12 @@ def store_run(db: Any) -> Any:
         return run
 
     return store
+
+
+@pytest.fixture(autouse=True)
+def fresh_rate_limits(settings: Any) -> None:
+    """Rate-limit counters of a test start at zero: a key prefix of its own in the (shared, real) cache.
+    Otherwise failed logins of earlier tests and runs, all from 127.0.0.1, would add up."""
+    import uuid
+
+    settings.CACHES = {"default": {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -64,6 +65,17 @@ def ensure_admin(username: str) -> tuple[str, str]:
     return username, password
 
 
+def share_metrics_folder() -> dict[str, str]:
+    """The environment that makes the web and worker children write their counters to one folder, so /metrics
+    sums them (issue 8). Taken out of this process's environment: the engine child must not write there."""
+    chosen = os.environ.pop("PROMETHEUS_MULTIPROC_DIR", "")
+    folder = Path(chosen or Path(settings.DATA_DIR) / "metrics")
+    if not chosen:
+        shutil.rmtree(folder, ignore_errors=True)  # last run's processes are gone; their totals restart
+    folder.mkdir(parents=True, exist_ok=True)
+    return {"PROMETHEUS_MULTIPROC_DIR": str(folder)}
+
+
 class Command(BaseCommand):
     help = "Run the bundled engine, a Celery worker, Celery beat and the web server until Ctrl-C."
 
@@ -80,10 +92,11 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, self._on_signal)
         call_command("migrate", interactive=False, verbosity=0)
         username, password = ensure_admin(envstr("SPECTATOR_ADMIN_USER", "admin"))
+        metrics_env = share_metrics_folder()
         try:
             if not opts["no_engine"]:
                 self._start_engine(opts["engine_port"])
-            self._start_services(opts["web_port"], opts["worker_concurrency"])
+            self._start_services(opts["web_port"], opts["worker_concurrency"], metrics_env)
             web = f"http://127.0.0.1:{opts['web_port']}"
             self.stdout.write(self.style.SUCCESS(
                 f"\nSpectator is running.\n  site:   {web}/   (admin: {web}/admin/, health: {web}/health)\n"
@@ -133,14 +146,14 @@ class Command(BaseCommand):
         server.full_clean()
         server.save()
 
-    def _start_services(self, web_port: int, concurrency: int) -> None:
+    def _start_services(self, web_port: int, concurrency: int, metrics_env: dict[str, str]) -> None:
         celery = [sys.executable, "-m", "celery", "-A", "dashboard"]
         self._spawn("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", str(concurrency),
-                               "--without-gossip", "--without-mingle", "-n", "spectator@%h"])
+                               "--without-gossip", "--without-mingle", "-n", "spectator@%h"], metrics_env)
         self._spawn("beat", [*celery, "beat", "--loglevel", "INFO", "-s", settings.CELERY_BEAT_SCHEDULE_FILENAME])
         # --insecure: serve the admin's static files without DEBUG (a loopback-only, single-user site).
         self._spawn("web", [sys.executable, "manage.py", "runserver", f"127.0.0.1:{web_port}", "--noreload",
-                            "--insecure"])
+                            "--insecure"], metrics_env)
 
     def _watch(self) -> str:
         while not self.stopping:
