@@ -43,7 +43,9 @@ class Workers:
         self._previous_queue = app.conf.task_default_queue
         app.conf.task_default_queue = self.queue  # what this process publishes to
 
-    def start(self, name: str) -> None:
+    def start(self, name: str, **extra_env: str) -> subprocess.Popen[bytes]:
+        """Start one worker (`extra_env`: settings for it alone, e.g. SPECTATOR_PROBE_LOCK_TTL) and wait until
+        it is ready; returns its process (the main one: the task runs in its one pool child)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("ENGINE_")}
         env.update(
             DATABASE_URL=database_url(),
@@ -52,6 +54,7 @@ class Workers:
             SPECTATOR_CELERY_QUEUE=self.queue,
             SPECTATOR_PROBE_TIME_LIMIT="120",
             OMP_NUM_THREADS="1",
+            **extra_env,
         )
         log = Path(tempfile.mkstemp(prefix=f"celery-{name}-", suffix=".log")[1])
         cmd = [sys.executable, "-m", "celery", "-A", "dashboard", "worker", "-Q", self.queue, "-c", "1",
@@ -67,6 +70,7 @@ class Workers:
             return " ready." in log.read_text(errors="replace")
 
         wait_for(ready, 60, f"worker {name} to be ready")
+        return proc
 
     def logs(self) -> str:
         return "\n".join(log.read_text(errors="replace")[-4000:] for _, log in self.procs)
