@@ -64,8 +64,9 @@ class Lock:
 
     def acquire(self) -> bool:
         if backend() == "redis":
+            # thread_local=False: the renewal thread must see the token the acquiring thread got.
             self._redis_lock = _redis(settings.CELERY_BROKER_URL).lock(
-                _redis_key(self.server_id), timeout=self.ttl_s, blocking=False
+                _redis_key(self.server_id), timeout=self.ttl_s, blocking=False, thread_local=False
             )
             self.acquired = bool(self._redis_lock.acquire(blocking=False))
         else:
