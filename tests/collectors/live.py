@@ -41,7 +41,12 @@ class Workers:
 
         self._app = app
         self._previous_queue = app.conf.task_default_queue
-        app.conf.task_default_queue = self.queue  # what this process publishes to
+        self._publish_to(self.queue)
+
+    def _publish_to(self, queue: str) -> None:
+        # What this process publishes to. Under the CELERY namespace, Celery 5.6 reads the prefixed key.
+        self._app.conf.task_default_queue = queue
+        self._app.conf.CELERY_TASK_DEFAULT_QUEUE = queue
 
     def start(self, name: str, **extra_env: str) -> subprocess.Popen[bytes]:
         """Start one worker (`extra_env`: settings for it alone, e.g. SPECTATOR_PROBE_LOCK_TTL) and wait until
@@ -89,7 +94,7 @@ class Workers:
         with self._app.connection_for_write() as conn:
             conn.default_channel.queue_purge(self.queue)
             conn.default_channel.queue_delete(self.queue)  # and its bindings, on Redis
-        self._app.conf.task_default_queue = self._previous_queue
+        self._publish_to(self._previous_queue)
 
 
 @pytest.fixture
