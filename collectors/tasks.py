@@ -94,7 +94,7 @@ def probe(self, server_id: int, trigger: str = ProbeRun.Trigger.MANUAL, run_id: 
         # The database went away mid-task: the same message again, once it is back. A run left `running`
         # is then found behind a free lock and replaced (probing.replace_lost_run): nothing is lost.
         log.warning("probe of server %s: database unavailable (%s); retrying", server_id, exc)
-        raise self.retry(countdown=_db_backoff_s(self.request.retries)) from None
+        raise self.retry(countdown=_db_backoff_s(self.request.retries), max_retries=DB_MAX_RETRIES) from None
 
 
 @shared_task(
