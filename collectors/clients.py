@@ -17,11 +17,27 @@ RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
 
 
 def client_for(server: Server, **kwargs: Any) -> Any:
+    """A client with the configured bounds (read timeout, overall deadline); `kwargs` override them."""
+    from django.conf import settings
+
     from engine_client.client import EngineClient
 
     dialect = "auto" if server.kind == Server.Kind.AUTO else server.kind
     kwargs.setdefault("transport", allowlist_transport())  # issue 8: SPECTATOR_ALLOWED_SERVER_HOSTS, per request
-    return EngineClient(server.base_url, api_key=server.api_key or None, dialect=dialect, **kwargs)
+    bounds = {"read_timeout": settings.SPECTATOR_HTTP_READ_TIMEOUT, "deadline": settings.SPECTATOR_HTTP_DEADLINE}
+    return EngineClient(server.base_url, api_key=server.api_key or None, dialect=dialect, **{**bounds, **kwargs})
+
+
+def scrape_bounds() -> dict[str, float]:
+    """A scrape must end, and store its row, before the task's soft time limit interrupts it: all its
+    attempts (the client retries transient failures) together get at most half of that limit."""
+    from django.conf import settings
+
+    from engine_client.constants import DEFAULT_RETRIES
+
+    share = settings.SPECTATOR_SCRAPE_TIME_LIMIT / 2 / (DEFAULT_RETRIES + 1)
+    return {"read_timeout": min(settings.SPECTATOR_HTTP_READ_TIMEOUT, share),
+            "deadline": min(settings.SPECTATOR_HTTP_DEADLINE, share)}
 
 
 def allowlist_transport() -> Any:

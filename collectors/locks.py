@@ -5,10 +5,15 @@ Two backends behind one function, `server_lock(server_id, ttl_s)`:
 - Database (otherwise): a ServerLease row claimed with a conditional UPDATE (holder empty or expired);
   exactly one row changed = we hold it (STYLE 4).
 Both expire, so a worker killed mid-probe (time limit, OOM, power) frees the server after `ttl_s`.
+While held, a daemon thread renews the lock every third of `ttl_s` (`renew=True`), so the TTL can be short
+(a minute) whatever the probe's length: a dead worker's lock is gone a minute after it died, and a lock
+that is free while its run says `running` proves that run's worker is dead (collectors/FAULTS.md).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +27,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from collectors.models import ServerLease
+
+log = logging.getLogger(__name__)
 
 
 def backend() -> str:
@@ -52,21 +59,64 @@ class Lock:
         self.owner = uuid.uuid4().hex
         self.acquired = False
         self._redis_lock: Any = None
+        self._renewer: threading.Thread | None = None
+        self._stop = threading.Event()
 
     def acquire(self) -> bool:
         if backend() == "redis":
+            # thread_local=False: the renewal thread must see the token the acquiring thread got.
             self._redis_lock = _redis(settings.CELERY_BROKER_URL).lock(
-                _redis_key(self.server_id), timeout=self.ttl_s, blocking=False
+                _redis_key(self.server_id), timeout=self.ttl_s, blocking=False, thread_local=False
             )
             self.acquired = bool(self._redis_lock.acquire(blocking=False))
         else:
             self.acquired = _db_acquire(self.server_id, self.owner, self.ttl_s)
         return self.acquired
 
+    def keep_alive(self) -> None:
+        """Renew the lock every ttl/3 on a daemon thread until `release` (it dies with the process)."""
+        if not self.acquired or self._renewer is not None:
+            return
+        self._stop = threading.Event()
+        self._renewer = threading.Thread(target=self._renew_loop, name=f"probe-lock-{self.server_id}", daemon=True)
+        self._renewer.start()
+
+    def _renew_loop(self) -> None:
+        try:
+            while not self._stop.wait(self.ttl_s / 3):
+                try:
+                    renewed = self._renew()
+                except Exception:  # noqa: BLE001 - a broker or database blip: try again at the next beat
+                    log.warning("renewing the probe lock of server %s failed", self.server_id, exc_info=True)
+                    continue
+                if not renewed:
+                    log.warning("the probe lock of server %s expired while held", self.server_id)
+                    return
+        finally:
+            if self._redis_lock is None:
+                from django.db import connection
+
+                connection.close()  # this thread's own database connection
+
+    def _renew(self) -> bool:
+        if self._redis_lock is not None:
+            import redis.exceptions
+
+            try:
+                return bool(self._redis_lock.reacquire())
+            except redis.exceptions.LockNotOwnedError:
+                return False
+        expires = timezone.now() + timedelta(seconds=self.ttl_s)
+        return ServerLease.objects.filter(server_id=self.server_id, owner=self.owner).update(expires_at=expires) == 1
+
     def release(self) -> None:
         if not self.acquired:
             return
         self.acquired = False
+        if self._renewer is not None:
+            self._stop.set()
+            self._renewer.join(timeout=10)
+            self._renewer = None
         if self._redis_lock is not None:
             import redis.exceptions
 
@@ -105,11 +155,25 @@ def is_locked(server_id: int) -> bool:
     return ServerLease.objects.filter(server_id=server_id, expires_at__gte=now).exclude(owner="").exists()
 
 
+def remaining_s(server_id: int) -> float:
+    """Seconds until the lock on this server expires if nobody renews it (0 when free)."""
+    if backend() == "redis":
+        ms = _redis(settings.CELERY_BROKER_URL).pttl(_redis_key(server_id))
+        return max(ms, 0) / 1000
+    lease = ServerLease.objects.filter(server_id=server_id).exclude(owner="").first()
+    if lease is None or lease.expires_at is None:
+        return 0.0
+    return max((lease.expires_at - timezone.now()).total_seconds(), 0.0)
+
+
 @contextmanager
-def server_lock(server_id: int, ttl_s: float) -> Iterator[Lock]:
-    """`with server_lock(id, ttl) as lock: if lock.acquired: ...` — released on exit either way."""
+def server_lock(server_id: int, ttl_s: float, *, renew: bool = False) -> Iterator[Lock]:
+    """`with server_lock(id, ttl) as lock: if lock.acquired: ...` — released on exit either way;
+    `renew`: kept alive while held (see `Lock.keep_alive`)."""
     lock = Lock(server_id, ttl_s)
     lock.acquire()
+    if renew:
+        lock.keep_alive()
     try:
         yield lock
     finally:

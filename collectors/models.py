@@ -98,6 +98,10 @@ class ProbeRun(models.Model):
     confirms = models.OneToOneField(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="confirmation"
     )
+    # The earlier attempt this run retries: a transient failure, or a run whose worker died (collectors/FAULTS.md).
+    retry_of = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retried_by"
+    )
     # Detection after a succeeded run never fails the run; what went wrong is kept here.
     detection_error = models.TextField(blank=True)
 

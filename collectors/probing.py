@@ -2,9 +2,12 @@
 scrape after, store the run with its measurements.
 
 1. Find or create the ProbeRun row (queued).
-2. Take the per-server lock; if another probe holds it, the run is `skipped` with that reason.
+2. Take the per-server lock (renewed while held); if another probe holds it, the run is `skipped` with
+   that reason — or, for a redelivered run that is still `running`, `ServerBusy` (ask again later).
 3. Claim the run with a conditional UPDATE queued → running; zero rows changed = another worker
-   already has it (a redelivered message), so stop.
+   already has it (a redelivered message), so stop. A run found `running` while we hold the lock was
+   claimed by a worker that died (SIGKILL, OOM, lost database): it becomes `failed` ("worker lost")
+   and its one replacement run (`retry_of`) runs here instead (collectors/FAULTS.md).
 4. Scrape, probe (progress → `current_step`), scrape; store; `succeeded`.
 5. Any failure → `failed` with the reason; transient ones are re-raised for the task to retry.
 6. With the lock released, detection runs on the finished run (collectors/alerts.py); its errors are
@@ -23,7 +26,7 @@ from django.utils import timezone
 
 from collectors import telemetry
 from collectors.clients import clean, client_for, describe, is_client_error
-from collectors.locks import server_lock
+from collectors.locks import remaining_s, server_lock
 from collectors.models import ProbeMeasurement, ProbeRun, Server
 from collectors.plans import effective_plan
 from collectors.scraping import scrape_server
@@ -54,9 +57,47 @@ def make_plan(plan: dict[str, Any]) -> Any:
     return ProbePlan.from_dict({**full, "contexts": tuple(full["contexts"]), "outputs": tuple(full["outputs"])})
 
 
+# The error of a run whose worker died mid-probe; FAULTS.md documents the contract.
+WORKER_LOST = "worker lost: the process running this probe stopped (killed, out of memory or cut off from the database)"
+
+
+class ServerBusy(Exception):
+    """A redelivered run is still `running` and the server's lock is held: its worker may be alive."""
+
+    def __init__(self, run: ProbeRun, retry_in_s: float) -> None:
+        super().__init__(f"probe run {run.pk} is running and server {run.server_id} is locked")
+        self.run = run
+        self.retry_in_s = retry_in_s
+
+
 def lock_ttl_s() -> float:
-    # The hard time limit kills the task; the lock outlives it by a margin, then frees the server.
-    return settings.SPECTATOR_PROBE_TIME_LIMIT + 120
+    # Renewed every third of this while the probe runs (locks.Lock.keep_alive), so a worker killed by the
+    # hard time limit or the OOM killer frees the server this long after it died, however long probes are.
+    return settings.SPECTATOR_PROBE_LOCK_TTL
+
+
+def replace_lost_run(run: ProbeRun) -> ProbeRun | None:
+    """A `running` run nobody runs any more (its worker died) → `failed` (WORKER_LOST) plus one queued
+    replacement linked by `retry_of`, returned. None if another process got there first (the conditional
+    UPDATE changed nothing), or if this run was itself the replacement of a lost run: a probe that kills
+    its worker twice in a row is not tried a third time."""
+    now = timezone.now()
+    step = ProbeRun.objects.filter(pk=run.pk).values_list("current_step", flat=True).first() or ""
+    previous = run.retry_of
+    twice = previous is not None and previous.error.startswith(WORKER_LOST)
+    error = WORKER_LOST + ("; lost twice in a row, not retried" if twice else "")
+    with transaction.atomic():
+        changed = ProbeRun.objects.filter(pk=run.pk, status=ProbeRun.Status.RUNNING).update(
+            status=ProbeRun.Status.FAILED, finished_at=now, error=error, current_step=f"failed during: {step}"[:200]
+        )
+        if changed != 1 or twice:
+            return None
+        log.warning("probe run %s on server %s: %s; retrying it", run.pk, run.server_id, WORKER_LOST)
+        confirms_id = run.confirms_id
+        if confirms_id:  # one-to-one: the link moves to the replacement, as a retry's does (tasks.py)
+            ProbeRun.objects.filter(pk=run.pk).update(confirms=None)
+        return ProbeRun.objects.create(server_id=run.server_id, trigger=run.trigger, plan=run.plan,
+                                       requested_by_id=run.requested_by_id, confirms_id=confirms_id, retry_of=run)
 
 
 def queue_run(server: Server, trigger: str, requested_by: Any = None) -> ProbeRun:
@@ -84,14 +125,24 @@ def run_probe_for_server(
     run = ProbeRun.objects.filter(pk=run_id).first() if run_id else queue_run(server, trigger)
     if run is None:
         raise ProbeRun.DoesNotExist(f"probe run {run_id} no longer exists")
-    if run.status != ProbeRun.Status.QUEUED:
+    if run.status not in (ProbeRun.Status.QUEUED, ProbeRun.Status.RUNNING):
         return run  # a redelivered message for a run that already ran
     executed = False
     try:
-        with server_lock(server.pk, lock_ttl_s()) as lock:
+        with server_lock(server.pk, lock_ttl_s(), renew=True) as lock:
             if not lock.acquired:
+                if run.status == ProbeRun.Status.RUNNING:
+                    raise ServerBusy(run, remaining_s(server.pk))
                 _finish(run, ProbeRun.Status.SKIPPED, error="another probe is running on this server")
                 return run
+            run.refresh_from_db(fields=["status"])
+            if run.status == ProbeRun.Status.RUNNING:
+                # Whoever runs a probe holds this lock, and now we do: the worker that claimed it is dead.
+                replacement = replace_lost_run(run)
+                if replacement is None:
+                    run.refresh_from_db()
+                    return run
+                run = replacement
             started = timezone.now()
             claimed = ProbeRun.objects.filter(pk=run.pk, status=ProbeRun.Status.QUEUED).update(
                 status=ProbeRun.Status.RUNNING, started_at=started, current_step="starting"

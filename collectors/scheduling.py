@@ -7,6 +7,10 @@
    wedge every tick); the error is re-raised after the other rows are done.
 4. Queued runs that waited longer than their interval (the task expired in the queue) become
    `skipped`, so no row stays queued forever.
+5. Runs still `running` on a server whose lock is free lost their worker (its renewals stopped and the
+   lock expired): each becomes `failed` and its replacement is enqueued (collectors/FAULTS.md). This
+   catches what no redelivery will: a task killed by its hard time limit, a message acked before the
+   loss, a lost Redis.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from datetime import datetime, timedelta
 from django.db.models import F, Q
 from django.utils import timezone
 
+from collectors.locks import is_locked
 from collectors.models import ProbeRun, Server
-from collectors.probing import queue_run
+from collectors.probing import queue_run, replace_lost_run
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +71,7 @@ def enqueue_due(
             log.exception("enqueueing a scrape of server %s failed", server.pk)
             failure = failure or exc
     expire_stale_runs(now)
+    recover_lost_runs(enqueue_probe)
     if failure is not None:
         raise failure
     return probes, scrapes
@@ -80,3 +86,19 @@ def expire_stale_runs(now: datetime) -> int:
                 status=ProbeRun.Status.SKIPPED, finished_at=now, error="expired in the queue before a worker took it"
             )
     return stale
+
+
+def recover_lost_runs(enqueue_probe: EnqueueProbe) -> int:
+    """Step 5. A probe holds its server's lock (renewed) from claim to finish, so `running` + free lock =
+    its worker is dead. Returns how many replacements were enqueued."""
+    enqueued = 0
+    for run in ProbeRun.objects.filter(status=ProbeRun.Status.RUNNING).select_related("server", "retry_of")[:500]:
+        if is_locked(run.server_id):
+            continue
+        # Between our read and the lock check, the run may have finished: replace_lost_run's conditional
+        # UPDATE (running → failed) then changes nothing and returns None.
+        replacement = replace_lost_run(run)
+        if replacement is not None:
+            enqueue_probe(run.server, replacement)
+            enqueued += 1
+    return enqueued

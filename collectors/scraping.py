@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from collectors import telemetry
-from collectors.clients import clean, client_for, describe, is_client_error, is_transient
+from collectors.clients import clean, client_for, describe, is_client_error, is_transient, scrape_bounds
 from collectors.models import RawSample, Scrape, Server
 
 WINDOW_FIELDS = (
@@ -63,7 +63,7 @@ def scrape_server(server: Server, *, client: Any = None, raise_unreachable: bool
     at = timezone.now()
     started = time.monotonic()
     own_client = client is None
-    client = client or client_for(server)
+    client = client or client_for(server, **scrape_bounds())
     try:
         text = client.metrics_text()
         snapshot = parse_metrics(text)

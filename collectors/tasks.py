@@ -18,11 +18,26 @@ log = logging.getLogger(__name__)
 telemetry.connect_celery_signals()  # task failures and retries on the dashboard's /metrics
 
 PROBE_MAX_RETRIES = 2
+# A redelivered run still `running` behind a held lock is looked at again when the lock would expire;
+# bounded, because the beat's sweep (scheduling.recover_lost_runs) settles such runs anyway.
+BUSY_MAX_RETRIES = 20
+DB_MAX_RETRIES = 8
 
 
 def _backoff_s(retries: int) -> int:
     # Capped exponential backoff: 30 s, 60 s, 120 s … at most 10 minutes.
     return min(30 * 2**retries, 600)
+
+
+def _db_backoff_s(retries: int) -> int:
+    # The database restarting or failing over: 2, 4, 8 … s, at most a minute.
+    return min(2 * 2**retries, 60)
+
+
+def _db_down(exc: BaseException) -> bool:
+    from django.db import InterfaceError, OperationalError
+
+    return isinstance(exc, OperationalError | InterfaceError)
 
 
 def enqueue_probe(server: Server, run: ProbeRun) -> Any:
@@ -53,12 +68,16 @@ def tick() -> None:
     max_retries=PROBE_MAX_RETRIES,
 )
 def probe(self, server_id: int, trigger: str = ProbeRun.Trigger.MANUAL, run_id: int | None = None) -> None:  # type: ignore[no-untyped-def]
-    from collectors.probing import ProbeFailed, run_probe_for_server
+    from collectors.probing import ProbeFailed, ServerBusy, run_probe_for_server
 
     try:
         run_probe_for_server(server_id, trigger, run_id)
     except (Server.DoesNotExist, ProbeRun.DoesNotExist):
         log.info("probe: server %s or run %s no longer exists", server_id, run_id)
+    except ServerBusy as busy:
+        # Redelivered after its worker died, whose lock has not expired yet (or a live worker still runs it):
+        # look again once the lock would have expired; the run is then settled (FAULTS.md).
+        raise self.retry(countdown=busy.retry_in_s + 1, max_retries=BUSY_MAX_RETRIES) from None
     except ProbeFailed as failed:
         # The failed run is stored with its reason. A transient failure (unreachable, timeout, 5xx)
         # is tried again later as a new run, so that every attempt keeps its own row.
@@ -69,27 +88,42 @@ def probe(self, server_id: int, trigger: str = ProbeRun.Trigger.MANUAL, run_id: 
                 ProbeRun.objects.filter(pk=failed.run.pk).update(confirms=None)
             retry_run = ProbeRun.objects.create(
                 server_id=server_id, trigger=trigger, requested_by_id=failed.run.requested_by_id, plan=failed.run.plan,
-                confirms_id=confirms_id,
+                confirms_id=confirms_id, retry_of=failed.run,
             )
             countdown = _backoff_s(self.request.retries)
             raise self.retry(args=(server_id, trigger, retry_run.pk), countdown=countdown) from None
+    except Exception as exc:
+        if not _db_down(exc) or self.request.retries >= DB_MAX_RETRIES:
+            raise
+        # The database went away mid-task: the same message again, once it is back. A run left `running`
+        # is then found behind a free lock and replaced (probing.replace_lost_run): nothing is lost.
+        log.warning("probe of server %s: database unavailable (%s); retrying", server_id, exc)
+        raise self.retry(countdown=_db_backoff_s(self.request.retries), max_retries=DB_MAX_RETRIES) from None
 
 
 @shared_task(
+    bind=True,
     name="collectors.tasks.scrape",
     ignore_result=True,
     soft_time_limit=settings.SPECTATOR_SCRAPE_TIME_LIMIT,
     time_limit=settings.SPECTATOR_SCRAPE_TIME_LIMIT + 30,
+    max_retries=DB_MAX_RETRIES,
 )
-def scrape(server_id: int) -> None:
-    # No retry: a failed scrape leaves its row, and the next one is only scrape_interval_s away.
+def scrape(self, server_id: int) -> None:  # type: ignore[no-untyped-def]
+    # No retry for the server's failures: a failed scrape leaves its row, and the next one is only
+    # scrape_interval_s away. Only our own database being down is retried (the row could not be written).
     from collectors.scraping import scrape_server
 
     try:
         server = Server.objects.get(pk=server_id)
+        done = scrape_server(server)
     except Server.DoesNotExist:
         return
-    done = scrape_server(server)
+    except Exception as exc:
+        if not _db_down(exc) or self.request.retries >= DB_MAX_RETRIES:
+            raise
+        log.warning("scrape of server %s: database unavailable (%s); retrying", server_id, exc)
+        raise self.retry(countdown=_db_backoff_s(self.request.retries)) from None
     from collectors.alerts_metrics import after_scrape
 
     try:

@@ -100,6 +100,13 @@ SPECTATOR_RAW_SAMPLE_RETENTION_DAYS = envint("SPECTATOR_RAW_SAMPLE_RETENTION_DAY
 SPECTATOR_SCRAPE_RETENTION_DAYS = envint("SPECTATOR_SCRAPE_RETENTION_DAYS", 90, minimum=1)
 # "auto": a Redis lock when the broker is Redis, a lease row in the database otherwise.
 SPECTATOR_LOCK_BACKEND = envstr("SPECTATOR_LOCK_BACKEND", "auto")
+# The probe lock is renewed every third of this while its probe runs; a dead worker's lock frees the server
+# this long after the worker died, and its run is then marked failed and retried (collectors/FAULTS.md).
+SPECTATOR_PROBE_LOCK_TTL = envint("SPECTATOR_PROBE_LOCK_TTL", 60, minimum=3)
+# Requests to monitored servers: seconds of silence, and seconds for one whole request (a server that
+# trickles bytes never trips the first). A scrape gets at most half the scrape time limit for both.
+SPECTATOR_HTTP_READ_TIMEOUT = envint("SPECTATOR_HTTP_READ_TIMEOUT", 300, minimum=1)
+SPECTATOR_HTTP_DEADLINE = envint("SPECTATOR_HTTP_DEADLINE", 900, minimum=1)
 
 # --- Regression detection and alert e-mails (collectors/DETECTION.md explains each) --- begin -----
 SPECTATOR_DETECT_MAX_PVALUE = envfloat("SPECTATOR_DETECT_MAX_PVALUE", 0.001, minimum=1e-12, maximum=0.5)

@@ -10,6 +10,7 @@ from engine_client.client import EngineClient
 from engine_client.exceptions import (
     ConnectError,
     ConnectTimeout,
+    DeadlineExceeded,
     EngineClientError,
     ProtocolError,
     ReadTimeout,
@@ -30,6 +31,7 @@ __all__ = [
     "Completion",
     "ConnectError",
     "ConnectTimeout",
+    "DeadlineExceeded",
     "EngineClient",
     "EngineClientError",
     "Measurement",

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from engine_client.client import EngineClient
-from engine_client.constants import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_READ_TIMEOUT_S, DIALECTS
+from engine_client.constants import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_DEADLINE_S, DEFAULT_READ_TIMEOUT_S, DIALECTS
 from engine_client.exceptions import EngineClientError
 from engine_client.plan import ProbePlan
 from engine_client.probe import run_probe
@@ -50,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     probe.add_argument("--api-key-env", metavar="VAR", help="read the API key from this environment variable")
     probe.add_argument("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT_S)
     probe.add_argument("--read-timeout", type=float, default=DEFAULT_READ_TIMEOUT_S)
+    probe.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE_S, help="seconds for any one request, whole")
     probe.add_argument("--json", action="store_true", help="print the report as JSON")
     probe.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return p
@@ -131,7 +132,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         plan = ProbePlan(contexts=args.contexts, outputs=args.outputs, repeats=args.repeats, n1=args.n1, n2=args.n2,
                          stream_check=not args.no_stream_check)
         client = EngineClient(args.url, api_key=api_key, dialect=args.dialect, model=args.model,
-                              connect_timeout=args.connect_timeout, read_timeout=args.read_timeout)
+                              connect_timeout=args.connect_timeout, read_timeout=args.read_timeout,
+                              deadline=args.deadline)
     except ValueError as e:
         print(f"error: {e}", file=err)
         return 2

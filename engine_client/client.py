@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import random
+import socket
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +25,7 @@ from engine_client import fingerprint as fp
 from engine_client.exceptions import (
     ConnectError,
     ConnectTimeout,
+    DeadlineExceeded,
     EngineClientError,
     ProtocolError,
     ReadTimeout,
@@ -47,22 +50,26 @@ def _validate_url(base_url: str) -> str:
 class EngineClient:
     def __init__(self, base_url: str, *, api_key: str | None = None, dialect: str = "auto",
                  transport: httpx.BaseTransport | None = None, connect_timeout: float = C.DEFAULT_CONNECT_TIMEOUT_S,
-                 read_timeout: float = C.DEFAULT_READ_TIMEOUT_S, retries: int = C.DEFAULT_RETRIES,
-                 backoff_base: float = C.BACKOFF_BASE_S, backoff_cap: float = C.BACKOFF_CAP_S,
-                 model: str | None = None) -> None:
+                 read_timeout: float = C.DEFAULT_READ_TIMEOUT_S, deadline: float = C.DEFAULT_DEADLINE_S,
+                 retries: int = C.DEFAULT_RETRIES, backoff_base: float = C.BACKOFF_BASE_S,
+                 backoff_cap: float = C.BACKOFF_CAP_S, model: str | None = None) -> None:
         if dialect not in C.DIALECTS:
             raise ValueError(f"dialect must be one of {', '.join(C.DIALECTS)}, not {dialect!r}")
         if retries < 0:
             raise ValueError("retries must be >= 0")
+        if not (connect_timeout > 0 and read_timeout > 0 and deadline > 0):
+            raise ValueError("timeouts and the deadline must be > 0")
         self.base_url = _validate_url(base_url)
         self.retries, self.backoff_base, self.backoff_cap = retries, backoff_base, backoff_cap
+        self.deadline = deadline
         self.model = model
         self._dialect = None if dialect == "auto" else dialect
         self._has_tokenize: bool | None = None
         headers = {"User-Agent": C.USER_AGENT}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        # No single wait may outlast the whole deadline either.
+        timeout = httpx.Timeout(min(read_timeout, deadline), connect=connect_timeout)
         self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, transport=transport)
 
     def __repr__(self) -> str:  # never the key
@@ -125,10 +132,19 @@ class EngineClient:
         where = f"{method} {self.base_url}{path}"
         first: float | None = None
         started_at, t0 = time.time(), time.perf_counter()
+        deadline = t0 + self.deadline
         if on_start is not None:
             on_start(t0)
+        watchdog: threading.Timer | None = None
+
+        def late() -> DeadlineExceeded:
+            err = DeadlineExceeded(f"{where}: no complete answer within the {self.deadline:g} s deadline")
+            err.body_started = first is not None  # type: ignore[attr-defined]
+            return err
+
         try:
             with self._http.stream(method, path, json=json_body) as r:
+                watchdog = _watchdog(r, deadline - time.perf_counter())
                 if r.status_code >= 400:
                     raise self._status_error(r, method, path)
                 buf = bytearray()
@@ -136,6 +152,8 @@ class EngineClient:
                     now = time.perf_counter()
                     if first is None:
                         first = now
+                    if now > deadline:
+                        raise late()
                     buf += chunk
                     if len(buf) > limit:
                         raise ProtocolError(f"{where}: body larger than {limit} bytes")
@@ -147,18 +165,25 @@ class EngineClient:
         except httpx.ConnectError as e:
             raise ConnectError(f"{where}: cannot connect ({e})") from e
         except httpx.TimeoutException as e:
+            if time.perf_counter() >= deadline:
+                raise late() from e
             err: EngineClientError = ReadTimeout(f"{where}: no data for too long")
             err.body_started = first is not None  # type: ignore[attr-defined]
             raise err from e
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as e:
+            if time.perf_counter() >= deadline:  # the watchdog cut the connection
+                raise late() from e
             err = ConnectError(f"{where}: connection lost ({e})")
             err.body_started = first is not None  # type: ignore[attr-defined]
             raise err from e
         except httpx.HTTPError as e:  # anything else httpx raises stays inside our tree
             raise ProtocolError(f"{where}: {type(e).__name__}: {e}") from e
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
 
     def _status_error(self, r: httpx.Response, method: str, path: str) -> StatusError:
-        body = r.read()[:C.MAX_JSON_BYTES].decode("utf-8", "replace")
+        body = _read_capped(r, C.MAX_BODY_IN_ERROR_BYTES).decode("utf-8", "replace")
         rid = r.headers.get("x-request-id") or r.headers.get("request-id")
         message: Any = body
         try:
@@ -267,6 +292,37 @@ class EngineClient:
         """GET /metrics as text; ProtocolError beyond `max_bytes`."""
         body, *_ = self._request("GET", "/metrics", limit=max_bytes)
         return body.decode("utf-8", "replace")
+
+
+def _watchdog(r: httpx.Response, seconds: float) -> threading.Timer | None:
+    """Cut the connection when the deadline passes. The loop in `_attempt` checks the deadline between
+    chunks, but a read that blocks (a server that stalls after its headers) only returns after the read
+    timeout; shutting the socket down wakes it at once, so the deadline is a real bound on the call."""
+    stream = r.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if not isinstance(sock, socket.socket):
+        return None  # an injected transport (tests): the between-chunks check still applies
+
+    def cut() -> None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed
+
+    timer = threading.Timer(max(0.0, seconds), cut)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _read_capped(r: httpx.Response, limit: int) -> bytes:
+    """At most `limit` bytes of a body (an error page of 50 MB is not read whole just to quote it)."""
+    buf = bytearray()
+    for chunk in r.iter_bytes():
+        buf += chunk
+        if len(buf) >= limit:
+            break
+    return bytes(buf[:limit])
 
 
 def _loads(raw: bytes, where: str) -> Any:

@@ -6,6 +6,9 @@ from __future__ import annotations
 # (1200 tokens at a 5k context on a slow server take minutes).
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
 DEFAULT_READ_TIMEOUT_S = 300.0
+# The read timeout bounds each wait for the next bytes, so a server that trickles one byte a second
+# never trips it: every request also has an overall deadline, from sending to the last body byte.
+DEFAULT_DEADLINE_S = 900.0
 
 # Retries apply only to transient failures (connect errors, timeouts, 429, 5xx).
 DEFAULT_RETRIES = 2
@@ -16,6 +19,8 @@ BACKOFF_CAP_S = 8.0
 MAX_METRICS_BYTES = 8 * 1024 * 1024
 # JSON bodies (completions, server info) beyond this are treated as garbage, not parsed.
 MAX_JSON_BYTES = 32 * 1024 * 1024
+# Of an error answer (4xx/5xx) only this much is read, to quote it in the exception.
+MAX_BODY_IN_ERROR_BYTES = 64 * 1024
 
 # Status codes worth another attempt: rate limiting and server-side trouble.
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})

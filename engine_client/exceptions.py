@@ -5,6 +5,7 @@
      ├── TimeoutError          the server was reached but did not answer in time
      │    ├── ConnectTimeout   (also a ConnectError: nothing was sent)
      │    └── ReadTimeout      the response (or the next SSE chunk) was too slow
+     │         └── DeadlineExceeded  the whole exchange took longer than the client's deadline
      ├── StatusError           a non-2xx answer: status_code, body (truncated), request_id
      └── ProtocolError         a 2xx answer we cannot use: not JSON, wrong shape, oversize body,
                                malformed SSE or Prometheus text
@@ -19,6 +20,7 @@ import builtins
 __all__ = [
     "ConnectError",
     "ConnectTimeout",
+    "DeadlineExceeded",
     "EngineClientError",
     "ProtocolError",
     "ReadTimeout",
@@ -47,6 +49,10 @@ class ConnectTimeout(TimeoutError, ConnectError):
 
 class ReadTimeout(TimeoutError):
     """The connection was up but the response (or the next chunk) did not arrive in time."""
+
+
+class DeadlineExceeded(ReadTimeout):
+    """Bytes kept coming, but too slowly: the whole response did not arrive within the deadline."""
 
 
 class StatusError(EngineClientError):

@@ -18,11 +18,16 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+# What torch.Generator.manual_seed accepts; beyond it the model loop would fail (found by fuzzing).
+SEED_MAX = 2**64 - 1
+
+
 class _Sampling(_Body):
-    temperature: float = Field(1.0, ge=0.0)
+    # allow_inf_nan=False: Python's JSON parser accepts NaN and Infinity, which no sampler can use.
+    temperature: float = Field(1.0, ge=0.0, allow_inf_nan=False)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     top_k: int = Field(0, ge=-1, description="0 or -1: no top-k cut")
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0, le=SEED_MAX)
     stop: Stop = None
     ignore_eos: bool = False
     n: int = Field(1, ge=1, le=1, description="one choice per request")
@@ -67,13 +72,13 @@ class ChatCompletionRequest(_Sampling):
 
 class GenerateSamplingParams(_Body):
     max_new_tokens: int = Field(128, ge=1)
-    temperature: float = Field(1.0, ge=0.0)
+    temperature: float = Field(1.0, ge=0.0, allow_inf_nan=False)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     top_k: int = Field(-1, ge=-1)
     stop: Stop = None
     ignore_eos: bool = False
-    seed: int | None = None
-    sampling_seed: int | None = None  # SGLang's name for the seed
+    seed: int | None = Field(None, ge=0, le=SEED_MAX)
+    sampling_seed: int | None = Field(None, ge=0, le=SEED_MAX)  # SGLang's name for the seed
 
 
 class GenerateRequest(_Body):

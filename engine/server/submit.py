@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from engine.sampling import SamplingParams
 
 
+# Below this a temperature means greedy decoding (as in vLLM): x / 1e-38 is inf and the probabilities NaN.
+MIN_TEMPERATURE = 1e-5
+
+
 def stop_list(stop: str | list[str] | None) -> list[str]:
     if stop is None:
         return []
@@ -52,6 +56,8 @@ def sampling_params(decoder: Decoder, prompt_len: int, *, max_tokens: int | None
         raise APIError(400, f"{param}={max_tokens} is too large: the prompt has {prompt_len} tokens and the max "
                        f"context is {decoder.max_context}, so at most {room} can be generated", param=param,
                        code="context_length_exceeded")
+    if temperature < MIN_TEMPERATURE:
+        temperature = 0.0  # greedy: dividing the logits by a tinier temperature overflows them (found by fuzzing)
     params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_k=max(top_k, 0), top_p=top_p,
                             seed=seed, stop=stop, ignore_eos=ignore_eos)
     try:

@@ -41,9 +41,16 @@ class Workers:
 
         self._app = app
         self._previous_queue = app.conf.task_default_queue
-        app.conf.task_default_queue = self.queue  # what this process publishes to
+        self._publish_to(self.queue)
 
-    def start(self, name: str, env_extra: dict[str, str] | None = None) -> None:
+    def _publish_to(self, queue: str) -> None:
+        # What this process publishes to. Under the CELERY namespace, Celery 5.6 reads the prefixed key.
+        self._app.conf.task_default_queue = queue
+        self._app.conf.CELERY_TASK_DEFAULT_QUEUE = queue
+
+    def start(self, name: str, env_extra: dict[str, str] | None = None, **extra_env: str) -> subprocess.Popen[bytes]:
+        """Start one worker (`extra_env`: settings for it alone, e.g. SPECTATOR_PROBE_LOCK_TTL) and wait until
+        it is ready; returns its process (the main one: the task runs in its one pool child)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("ENGINE_")}
         env.update(
             DATABASE_URL=database_url(),
@@ -52,6 +59,7 @@ class Workers:
             SPECTATOR_CELERY_QUEUE=self.queue,
             SPECTATOR_PROBE_TIME_LIMIT="120",
             OMP_NUM_THREADS="1",
+            **extra_env,
         )
         env.update(env_extra or {})
         log = Path(tempfile.mkstemp(prefix=f"celery-{name}-", suffix=".log")[1])
@@ -68,6 +76,7 @@ class Workers:
             return " ready." in log.read_text(errors="replace")
 
         wait_for(ready, 60, f"worker {name} to be ready")
+        return proc
 
     def log_text(self) -> str:
         return "\n".join(log.read_text(errors="replace") for _, log in self.procs)
@@ -89,7 +98,7 @@ class Workers:
         with self._app.connection_for_write() as conn:
             conn.default_channel.queue_purge(self.queue)
             conn.default_channel.queue_delete(self.queue)  # and its bindings, on Redis
-        self._app.conf.task_default_queue = self._previous_queue
+        self._publish_to(self._previous_queue)
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ from __future__ import annotations
 import engine_client
 
 EXPECTED = {
-    "CANARY_TEXT", "CANARY_VERSION", "Completion", "ConnectError", "ConnectTimeout", "EngineClient",
+    "CANARY_TEXT", "CANARY_VERSION", "Completion", "ConnectError", "ConnectTimeout", "DeadlineExceeded", "EngineClient",
     "EngineClientError", "Measurement", "ProbePlan", "ProbeReport", "Prompt", "PromptBuilder", "ProtocolError",
     "ReadTimeout", "SSEDecoder", "ServerSentEvent", "Snapshot", "SpecFields", "StatusError", "StreamChunk",
     "TimeoutError", "Window", "parse_metrics", "run_probe", "window",
