@@ -216,9 +216,9 @@ if envbool("SPECTATOR_BEHIND_PROXY", SPECTATOR_HTTPS):
     # The proxy talks plain HTTP to gunicorn and says "https" in this header; without it, every request
     # would look insecure and SECURE_SSL_REDIRECT would loop.
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-# Health checks and Prometheus reach the site from inside its network over plain HTTP, by its local name.
 # WhiteNoise serves STATIC_ROOT (warning when it is missing): `collectstatic` fills it in the image.
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+# Health checks and Prometheus reach the site from inside its network over plain HTTP, by its local name.
 SECURE_REDIRECT_EXEMPT = [r"^health$", r"^metrics$"]
 ALLOWED_HOSTS += [host for host in ("127.0.0.1", "localhost") if host not in ALLOWED_HOSTS]
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
