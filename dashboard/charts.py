@@ -152,8 +152,8 @@ def acceptance_rate_over_time(runs: list[Run], buckets: list[ScrapeBucket], budg
     for label, group in sorted(by_budget.items()):
         fig.add_trace(scatter(x=[r.finished_at for r in group], y=[_rate(r) for r in group], mode="markers",
                               name=f"probes ({label})", marker={"size": 8}))
-    return _layout(fig, f"Acceptance rate (accepted / drafted) over time, {budget or 'budget unknown'}",
-                   "time (UTC)", "acceptance rate")
+    return _layout(fig, f"Acceptance rate over time, {budget or 'budget unknown'}", "time (UTC)",
+                   "accepted / drafted")
 
 
 def acceptance_vs_budget(runs: list[Run], buckets: list[ScrapeBucket], budget: int | None) -> Figure:
