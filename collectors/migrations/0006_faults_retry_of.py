@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('collectors', '0003_subscriptions_notifications'),
+        ('collectors', '0005_dash_scrape_rollup'),
     ]
 
     operations = [
