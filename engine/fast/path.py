@@ -16,6 +16,8 @@ replays and are read once, after the generation (no extra synchronisation per ro
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -154,6 +156,14 @@ class FastPath:
         self.result = torch.zeros(block_size + 3, dtype=torch.long, device=dev)
         self.buffers: dict[int, TreeBuffers] = {}
         self.plans: dict[tuple[int, int], tree_ops.TreePlan] = {}
+        # The tree build as two Triton kernels (tree_triton) on CUDA; ENGINE_TRITON_TREE=0 keeps
+        # the PyTorch ops (tree_ops), which are also what runs on the CPU.
+        self.triton_trees: dict[tuple[int, int], object] = {}
+        self.use_triton_tree = (
+            dev.type == "cuda"
+            and os.environ.get("ENGINE_TRITON_TREE", "1") != "0"
+            and importlib.util.find_spec("triton") is not None
+        )
         self.graphs = Graphs(graphs and dev.type == "cuda")
         self.clock = Clock(dev.type == "cuda")
 
@@ -194,9 +204,12 @@ class FastPath:
         if algorithm == "dflash":
             self._buffers(self.block).store(tree_ops.chain_tree(self.bonus, self.draft_logits.argmax(-1)))
             return
-        plan = self.plans[(budget, k)]
-        top = torch.log_softmax(self.draft_logits, -1).topk(k, dim=-1)
-        self._buffers(1 + budget).store(tree_ops.build_tree(plan, self.bonus, top.indices, top.values))
+        if self.use_triton_tree:
+            tree = self.triton_trees[(budget, k)].build(self.bonus, self.draft_logits)  # type: ignore[attr-defined]
+        else:
+            top = torch.log_softmax(self.draft_logits, -1).topk(k, dim=-1)
+            tree = tree_ops.build_tree(self.plans[(budget, k)], self.bonus, top.indices, top.values)
+        self._buffers(1 + budget).store(tree)
 
     def _verify(self, t: int, keys: int) -> None:
         buf, s = self._buffers(t), self.start
@@ -288,6 +301,10 @@ class FastPath:
         k = min(budget, vocab - len(banned))
         if algorithm == "ddtree" and (budget, k) not in self.plans:
             self.plans[(budget, k)] = tree_ops.TreePlan(budget, k, self.depth_limit, self.device)
+            if self.use_triton_tree:
+                from engine.fast.tree_triton import TritonTree  # needs triton, present with CUDA builds
+
+                self.triton_trees[(budget, k)] = TritonTree(self.plans[(budget, k)], vocab, self.device)
         nodes = dec.nodes_per_round(algorithm, budget)
         speculative = algorithm != "ar"
         stats = GenerationStats(

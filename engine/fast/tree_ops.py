@@ -47,7 +47,7 @@ class DeviceTree:
 
 def build_tree(plan: TreePlan, root: Tensor, top_ids: Tensor, top_logprobs: Tensor) -> DeviceTree:
     """root: long [1]; top_ids, top_logprobs: [L, K], rows sorted best first (depth 1..L)."""
-    b, k, depth_limit = plan.budget, plan.k, plan.depth_limit
+    b, depth_limit = plan.budget, plan.depth_limit
     lp = top_logprobs.double()
     neg_inf = torch.full((), float("-inf"), dtype=lp.dtype, device=lp.device)  # no host copy: capturable
     score = torch.where(plan.first_valid, lp[0, plan.first_rank], neg_inf)
@@ -56,21 +56,30 @@ def build_tree(plan: TreePlan, root: Tensor, top_ids: Tensor, top_logprobs: Tens
     for d in range(1, depth_limit):
         cand = score[plan.parent_pos] + child_lp[d]
         # One small sort is one kernel on the GPU; topk would be a radix select plus a sort.
-        score, pick = cand.sort(descending=True)
+        score, pick = cand.sort(descending=True, stable=True)
         score, pick = score[:b], pick[:b]  # best first: the next depth's parent positions
         scores.append(score)
         ranks.append(plan.rank[pick])
         parent_pos.append(plan.parent_pos[pick])
     flat_score = torch.stack(scores).view(-1)  # [L·B], depth-major
     order = flat_score.sort(descending=True, stable=True).indices[:b]  # pop order
+    flat_rank, flat_parent = torch.stack(ranks).view(-1), torch.stack(parent_pos).view(-1)
+    return assemble(plan, root, top_ids, flat_score, flat_rank, flat_parent, order)
+
+
+def assemble(
+    plan: TreePlan, root: Tensor, top_ids: Tensor, score: Tensor, rank: Tensor, parent_pos: Tensor, order: Tensor
+) -> DeviceTree:
+    """The tree from the per-depth survivors (flat [L·B], depth-major: score, rank, parent's position
+    at the depth above) and `order`, the flat indices of the best B in pop order."""
+    b, k, depth_limit = plan.budget, plan.k, plan.depth_limit
     depth0 = order // b  # depth − 1
-    rank = torch.stack(ranks).view(-1)[order]
-    exists = flat_score[order] > neg_inf
-    node_tokens = torch.where(exists, top_ids.reshape(-1)[depth0 * k + rank], -1)
+    exists = score[order] > float("-inf")
+    node_tokens = torch.where(exists, top_ids.reshape(-1)[depth0 * k + rank[order]], -1)
     # Parent's node index: flat (depth, position) → pop index via the inverse of `order`.
-    node_of = torch.zeros(depth_limit * b, dtype=torch.long, device=lp.device)
+    node_of = torch.zeros(depth_limit * b, dtype=torch.long, device=order.device)
     node_of[order] = plan.nodes
-    parent_flat = ((depth0 - 1) * b + torch.stack(parent_pos).view(-1)[order]).clamp(min=0)
+    parent_flat = ((depth0 - 1) * b + parent_pos[order]).clamp(min=0)
     node_parents = torch.where(depth0 == 0, 0, node_of[parent_flat])
     tokens = torch.cat([root.view(1), node_tokens])
     parents = torch.cat([torch.zeros_like(root.view(1)), node_parents])
