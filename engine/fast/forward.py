@@ -42,6 +42,7 @@ class Rope:
 
     def __init__(self, table: RotaryTable, sin: Tensor, positions: Tensor, dtype: torch.dtype) -> None:
         self.half = table.head_dim // 2
+        self.positions, self.cos_table, self.sin_table = positions, table.cos, sin  # for the Triton kernel
         self.cos = table.cos[positions].to(dtype)[None, :, None, :]  # [1, T, 1, hd]
         self.sin = sin[positions].to(dtype)[None, :, None, :]
 
@@ -70,6 +71,21 @@ class FusedLayer:
         qk = rope(self._heads_norm(qkv[..., :nq].view(1, t, self.h + self.kvh, self.hd), self.qk_norm))
         return qk[:, :, : self.h], qk[:, :, self.h :], qkv[..., nq:].view(1, t, self.kvh, self.hd)
 
+    def qkv_store(self, x: Tensor, rope: Rope, cache: Tensor, rows: Tensor, triton: bool) -> Tensor:
+        """q [1, T, H, hd]; k and v go to cache ([2, rows, KV, hd]) at `rows`."""
+        if triton:
+            from engine.fast.qkv_triton import qkv_store
+
+            qkv = F.linear(x, self.qkv)[0]
+            eps = self.attn.q_norm.eps
+            return qkv_store(
+                qkv, self.qk_norm, rope.cos_table, rope.sin_table, rope.positions, rows, cache, self.h, self.kvh, eps
+            )
+        q, k, v = self.qkv_rows(x, rope)
+        cache[0].index_copy_(0, rows, k[0])
+        cache[1].index_copy_(0, rows, v[0])
+        return q
+
     def kv_rows(self, x: Tensor, rope: Rope) -> tuple[Tensor, Tensor]:
         t, nk = x.shape[1], self.kvh * self.hd
         kv = F.linear(x, self.kv)
@@ -97,6 +113,7 @@ class FusedTarget:
         self.model = model
         self.layers = [FusedLayer(layer) for layer in model.model.layers]
         self.sin = signed_sin(model.model.rotary)
+        self.triton = False  # set by FastPath on CUDA: q/k norm, RoPE and the cache write in one kernel
 
     def forward(
         self, ids: Tensor, positions: Tensor, kv: Tensor, rows: Tensor, keys: int, mask: Tensor, capture: Sequence[int]
@@ -108,9 +125,7 @@ class FusedTarget:
         h = m.embed_tokens(ids[None])
         outputs = []
         for i, fl in enumerate(self.layers):
-            q, k, v = fl.qkv_rows(norm(h, fl.layer.input_layernorm), rope)
-            kv[i, 0].index_copy_(0, rows, k[0])
-            kv[i, 1].index_copy_(0, rows, v[0])
+            q = fl.qkv_store(norm(h, fl.layer.input_layernorm), rope, kv[i], rows, self.triton)
             h = h + fl.attend(q, kv[i], keys, mask)
             h = h + fl.mlp(h)
             if i in capture:
@@ -124,6 +139,7 @@ class FusedDrafter:
         self.drafter = drafter
         self.layers = [FusedLayer(layer) for layer in drafter.layers]
         self.sin = signed_sin(drafter.rotary)
+        self.triton = False
 
     def project(self, feats: Tensor) -> Tensor:
         return norm(self.drafter.fc(feats[None]), self.drafter.hidden_norm)
@@ -152,9 +168,7 @@ class FusedDrafter:
             k_ctx, v_ctx = fl.kv_rows(ctx, c_rope)
             dkv[i, 0].index_copy_(0, ctx_pos, k_ctx[0])
             dkv[i, 1].index_copy_(0, ctx_pos, v_ctx[0])
-            q, k, v = fl.qkv_rows(norm(h, fl.layer.input_layernorm), q_rope)
-            dkv[i, 0].index_copy_(0, block_pos, k[0])
-            dkv[i, 1].index_copy_(0, block_pos, v[0])
+            q = fl.qkv_store(norm(h, fl.layer.input_layernorm), q_rope, dkv[i], block_pos, self.triton)
             h = h + fl.attend(q, dkv[i], keys, mask)
             h = h + fl.mlp(h)
         return norm(h, d.norm)[0]

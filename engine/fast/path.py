@@ -164,6 +164,10 @@ class FastPath:
             and os.environ.get("ENGINE_TRITON_TREE", "1") != "0"
             and importlib.util.find_spec("triton") is not None
         )
+        triton_ok = dev.type == "cuda" and importlib.util.find_spec("triton") is not None
+        self.fused_target.triton = triton_ok and os.environ.get("ENGINE_TRITON_QKV", "1") != "0"
+        if self.fused_drafter is not None:
+            self.fused_drafter.triton = self.fused_target.triton
         self.graphs = Graphs(graphs and dev.type == "cuda")
         self.clock = Clock(dev.type == "cuda")
 

@@ -1,6 +1,8 @@
-"""The Triton tree build (engine.fast.tree_triton) against the PyTorch one (engine.fast.tree_ops):
-on the CPU through Triton's interpreter (a subprocess, as TRITON_INTERPRET must be set before
-triton is imported), on the GPU compiled (skipped without CUDA)."""
+"""The fast path's Triton kernels against the PyTorch ops they replace: the tree build
+(engine.fast.tree_triton vs engine.fast.tree_ops) and the q/k norm + RoPE + cache write
+(engine.fast.qkv_triton vs FusedLayer's PyTorch ops). On the CPU through Triton's interpreter
+(a subprocess, as TRITON_INTERPRET must be set before triton is imported), on the GPU compiled
+(skipped without CUDA)."""
 
 from __future__ import annotations
 
@@ -50,9 +52,33 @@ print("ok", len(cases))
 """
 
 
-def run_check(device: str, env: dict[str, str]) -> str:
+QKV_CHECK = """
+import sys, torch
+from engine.runtime import MODELS_DIR, load_decoder
+from engine.fast.forward import FusedTarget
+device = sys.argv[1]
+dec = load_decoder(MODELS_DIR / "tiny" / "target", None, device=device, dtype="float32", algorithm="ar")
+fused = FusedTarget(dec.target)
+cfg = dec.target.config
+t, keys = 7, 64
+ids = torch.randint(0, cfg.vocab_size, (t,), device=device)
+pos = torch.arange(30, 30 + t, device=device)
+kv = torch.randn(cfg.num_hidden_layers, 2, 128, cfg.num_key_value_heads, cfg.head_dim, device=device)
+kv2 = kv.clone()
+mask = torch.rand(t, keys, device=device) < 0.7
+mask[:, 0] = True
+with torch.inference_mode():
+    h1, f1 = fused.forward(ids, pos, kv, pos, keys, mask, [0])
+    fused.triton = True
+    h2, f2 = fused.forward(ids, pos, kv2, pos, keys, mask, [0])
+assert (h1 - h2).abs().max() < 1e-4 and (kv - kv2).abs().max() < 1e-4, ((h1 - h2).abs().max(), (kv - kv2).abs().max())
+print("ok qkv")
+"""
+
+
+def run_check(device: str, env: dict[str, str], script: str = CHECK) -> str:
     run = subprocess.run(
-        [sys.executable, "-c", CHECK, device], cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True,
+        [sys.executable, "-c", script, device], cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True,
         timeout=600,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
@@ -66,3 +92,12 @@ def test_the_interpreted_kernels_build_the_pytorch_tree() -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_the_compiled_kernels_build_the_pytorch_tree_on_the_gpu() -> None:
     assert "ok 6" in run_check("cuda", {})
+
+
+def test_the_interpreted_qkv_kernel_matches_the_pytorch_ops() -> None:
+    assert "ok qkv" in run_check("cpu", {"TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1"}, QKV_CHECK)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_compiled_qkv_kernel_matches_the_pytorch_ops_on_the_gpu() -> None:
+    assert "ok qkv" in run_check("cuda", {}, QKV_CHECK)
