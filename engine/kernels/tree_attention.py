@@ -216,14 +216,14 @@ def _triton_forward(
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         HEADS=h, KV_HEADS=kv, G=h // kv, HEAD_DIM=hd,
         BLOCK_M=block_m, BLOCK_N=cfg["BLOCK_N"], BLOCK_D=block_d,
-        SPLITS=splits, PAST_IS_PTR=past_is_ptr, IEEE=q.dtype == torch.float32,
+        SPLIT=splits > 1, PAST_IS_PTR=past_is_ptr, IEEE=q.dtype == torch.float32,
         num_warps=cfg["num_warps"], num_stages=2,
     )  # fmt: skip
     if splits > 1:
         rows = n * t * h
         block_r = 32
         combine[(-(-rows // block_r),)](
-            part_o, part_ml, out, rows, t, *out.stride(),
-            HEADS=h, HEAD_DIM=hd, SPLITS=splits, BLOCK_R=block_r, BLOCK_D=block_d, num_warps=4,
+            part_o, part_ml, out, rows, t, splits, *out.stride(),
+            HEADS=h, HEAD_DIM=hd, BLOCK_R=block_r, BLOCK_D=block_d, num_warps=4,
         )  # fmt: skip
     return out

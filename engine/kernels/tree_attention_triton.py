@@ -4,7 +4,7 @@ Layout of the work:
 - One program owns BLOCK_M "rows" of one KV head: the G = H / KV query heads that share that KV head
   are packed into the row dimension (row r -> node t0 + r // G, head kv * G + r % G), so every K/V
   block is loaded once for the whole group and small head counts still fill a tensor-core tile.
-- The key range [0, past + T) may be split over SPLITS programs (flash-decoding) when there are too few
+- The key range [0, past + T) may be split over several programs (grid axis 2) (flash-decoding) when there are too few
   row blocks to fill the GPU; each split writes its normalised partial output with its running max and
   sum, and `_combine` merges them in one more launch.
 - Past keys need no mask (every query sees them). Tree keys test one bit of the packed ancestor mask:
@@ -28,11 +28,12 @@ def tree_attention_fwd(
     son, sot, soh, sod,
     HEADS: tl.constexpr, KV_HEADS: tl.constexpr, G: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-    SPLITS: tl.constexpr, PAST_IS_PTR: tl.constexpr, IEEE: tl.constexpr,
+    SPLIT: tl.constexpr, PAST_IS_PTR: tl.constexpr, IEEE: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_nkv = tl.program_id(1)
     split = tl.program_id(2)
+    splits = tl.num_programs(2)
     n = pid_nkv // KV_HEADS
     kvh = pid_nkv % KV_HEADS
 
@@ -53,7 +54,7 @@ def tree_attention_fwd(
     q = tl.load(q_ptrs, mask=row_ok[:, None] & d_ok[None, :], other=0.0)
 
     # This split's share of the keys, in whole BLOCK_N blocks.
-    chunk = tl.cdiv(tl.cdiv(total, SPLITS), BLOCK_N) * BLOCK_N
+    chunk = tl.cdiv(tl.cdiv(total, splits), BLOCK_N) * BLOCK_N
     lo = split * chunk
     hi = tl.minimum(lo + chunk, total)
 
@@ -113,11 +114,11 @@ def tree_attention_fwd(
         m_i = m_new
 
     out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
-    if SPLITS == 1:
+    if not SPLIT:
         o_ptrs = Out + n * son + t[:, None] * sot + h[:, None] * soh + d[None, :] * sod
         tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
     else:
-        # Partials are contiguous [SPLITS, N, T, H, (hd | 2)]: PartO holds outputs, PartML (max, sum).
+        # Partials are contiguous [splits, N, T, H, (hd | 2)]: PartO holds outputs, PartML (max, sum).
         flat = (split * (tl.num_programs(1) // KV_HEADS) + n) * T * HEADS + t * HEADS + h
         tl.store(PartO + flat[:, None] * HEAD_DIM + d[None, :], out, mask=row_ok[:, None] & d_ok[None, :])
         tl.store(PartML + flat * 2, m_i, mask=row_ok)
@@ -125,23 +126,23 @@ def tree_attention_fwd(
 
 
 def combine(
-    PartO, PartML, Out, R, T,
+    PartO, PartML, Out, R, T, splits,
     son, sot, soh, sod,
-    HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
+    HEADS: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
-    """Merge the SPLITS partial outputs of R = N * T * H rows (log-sum-exp weights, base 2)."""
+    """Merge the `splits` partial outputs of R = N * T * H rows (log-sum-exp weights, base 2)."""
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     row_ok = rows < R
     d = tl.arange(0, BLOCK_D)
     d_ok = d < HEAD_DIM
     m_max = tl.full([BLOCK_R], float("-inf"), tl.float32)
-    for s in tl.static_range(SPLITS):
+    for s in range(splits):
         m_max = tl.maximum(m_max, tl.load(PartML + (s * R + rows) * 2, mask=row_ok, other=float("-inf")))
     m_safe = tl.where(m_max == float("-inf"), 0.0, m_max)
     acc = tl.zeros([BLOCK_R, BLOCK_D], tl.float32)
     l_sum = tl.zeros([BLOCK_R], tl.float32)
-    for s in tl.static_range(SPLITS):
+    for s in range(splits):
         m_s = tl.load(PartML + (s * R + rows) * 2, mask=row_ok, other=float("-inf"))
         l_s = tl.load(PartML + (s * R + rows) * 2 + 1, mask=row_ok, other=0.0)
         w = tl.exp2(m_s - m_safe) * l_s
