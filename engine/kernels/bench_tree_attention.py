@@ -88,8 +88,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budgets", default="16,32,64,128,256", help="tree sizes B (T = 1 + B queries)")
     parser.add_argument("--contexts", default="64,1024,3072", help="past lengths")
     parser.add_argument("--iters", type=int, default=None, help="calls per measurement (default 200 cuda, 5 cpu)")
+    parser.add_argument(
+        "--config", default="", help="kernel launch overrides for every row, e.g. BLOCK_M=32,BLOCK_N=64,SPLITS=4"
+    )
     parser.add_argument("--model", default=str(MODELS_DIR / "small" / "target"), help="config.json for the heads")
     args = parser.parse_args(argv)
+    overrides = {key: int(value) for key, value in (item.split("=") for item in args.config.split(",") if item)}
 
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype) if device.type == "cuda" else torch.float32
@@ -99,7 +103,8 @@ def main(argv: list[str] | None = None) -> None:
     kernel = device.type == "cuda" and triton_available()
     rng = np.random.default_rng(0)
     print(f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}), {dtype}, "
-          f"heads {heads}/{kv} kv, head_dim {hd}, batch 1, {iters} calls per figure; times in µs per call")  # fmt: skip
+          f"heads {heads}/{kv} kv, head_dim {hd}, batch 1, {iters} calls per figure, kernel overrides {overrides}; "
+          f"times in µs per call")  # fmt: skip
     columns = ["B", "T", "past", "sdpa eager", "kernel eager", "sdpa graph", "kernel graph", "graph speedup"]
     print(" | ".join([*columns, "max |diff|"]))
     for past in [int(x) for x in args.contexts.split(",")]:
@@ -118,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
                 ).transpose(1, 2)
 
             def fused(q=q, k=k, v=v, past=past, packed=packed):
-                return tree_attention(q, k, v, past, packed, impl="triton")
+                return tree_attention(q, k, v, past, packed, impl="triton", config=overrides)
 
             row = [str(b), str(t), str(past), f"{time_eager(sdpa, iters, device):.1f}"]
             if kernel:

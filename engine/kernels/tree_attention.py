@@ -5,8 +5,11 @@
 - q: [N, T, H, hd], the T tree nodes (root first); k, v: [N, >= past + T, KV, hd], the KV cache rows with
   the tree's own rows at [past, past + T) (rows beyond past + T are ignored); H a multiple of KV (GQA).
 - Every past row is visible to every query; tree column c is visible to node t where tree_mask[t, c]
-  (each node sees its ancestors and itself). Scale 1 / sqrt(hd). The result has q's dtype; the caller
-  applies o_proj.
+  (each node sees its ancestors and itself). Nodes must come in topological order (parents[i] < i, as
+  engine.tree builds them), so the mask is lower-triangular: the kernel skips tree columns after a row's
+  node, and `reference` would disagree on a mask with entries above the diagonal.
+- Scale 1 / sqrt(hd). The result has q's dtype ([N, T, H, hd]; a strided view on the reference path); the
+  caller applies o_proj.
 - tree_mask: bool [T, T], or the same packed by `pack_tree_mask` (int32 [T, ceil(T / 32)], bit c % 32 of
   word c // 32). Pack once per round and pass the packed form to every layer to save the packing launches.
 - past: a Python int, or a 0-dim integer tensor on q's device. An int is baked into a captured CUDA graph;

@@ -8,7 +8,8 @@ Layout of the work:
   row blocks to fill the GPU; each split writes its normalised partial output with its running max and
   sum, and `_combine` merges them in one more launch.
 - Past keys need no mask (every query sees them). Tree keys test one bit of the packed ancestor mask:
-  bits[t, c // 32] >> (c % 32) & 1 (int32 words, row-major [T, W]).
+  bits[t, c // 32] >> (c % 32) & 1 (int32 words, row-major [T, W]); tree columns after a block's last
+  node are skipped, since nodes come in topological order (the mask is lower-triangular).
 - `past` is either a runtime int (PAST_IS_PTR = False) or read from a 0-dim int device tensor
   (PAST_IS_PTR = True), so one captured CUDA graph can serve every context length.
 
@@ -88,11 +89,14 @@ def tree_attention_fwd(
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m_i = m_new
 
-    # Tree keys: one bit of the packed ancestor mask per (node, tree column).
-    for start in range(tl.maximum(lo, past), hi, BLOCK_N):
+    # Tree keys: one bit of the packed ancestor mask per (node, tree column). Ancestors come before their
+    # descendants (parents[i] < i), so no row of this block sees a tree column past its last node.
+    t_last = tl.minimum((pid_m * BLOCK_M + BLOCK_M - 1) // G, T - 1)
+    tree_hi = tl.minimum(hi, past + t_last + 1)
+    for start in range(tl.maximum(lo, past), tree_hi, BLOCK_N):
         j = start + cols
         c = j - past
-        j_ok = j < hi
+        j_ok = j < tree_hi
         word = tl.load(Bits + t[:, None] * W + (c // 32)[None, :], mask=row_ok[:, None] & j_ok[None, :], other=0)
         vis = ((word >> (c % 32)[None, :]) & 1) != 0
         k = tl.load(k_base + j[None, :] * sks + d[:, None] * skd, mask=j_ok[None, :] & d_ok[:, None], other=0.0)

@@ -183,6 +183,57 @@ def test_bad_input_is_explained():
         tree_attention(q, k, v, 2, mask, impl="triton", config={"BLOCK": 1})
 
 
+@pytest.mark.skipif(INTERPRETING or not triton_available(), reason="needs triton, not interpreting")
+def test_kernels_compile_for_h200_without_spills():
+    """The compiled GPU path, checked without a GPU: Triton builds both kernels for sm_90 (H200) with the
+    small model's shapes and the tile sizes launch_config picks for them, and the forward kernel keeps
+    everything in registers (a spill would make it slower than SDPA). The pointer and stride alignments
+    are the ones Triton specialises on at run time for 16-byte aligned tensors with head_dim-1 strides."""
+    import inspect
+    import tempfile
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from engine.kernels import tree_attention_triton as src
+
+    target = GPUTarget("cuda", 90, 32)
+    cfg = launch_config(t=65, group=3, n_kv_programs=2, keys=1024 + 65, head_dim=64, sms=132)
+    kernels = {}
+    for fn, consts, pointers in [
+        (
+            src.tree_attention_fwd,
+            dict(HEADS=6, KV_HEADS=2, G=3, HEAD_DIM=64, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_D=64,
+                 SPLIT=cfg["SPLITS"] > 1, PAST_IS_PTR=True, IEEE=False, sqd=1, skd=1, svd=1, sod=1),
+            {"Q": "*bf16", "K": "*bf16", "V": "*bf16", "Bits": "*i32", "Past": "*i32", "Out": "*bf16",
+             "PartO": "*fp32", "PartML": "*fp32"},
+        ),
+        (
+            src.combine,
+            dict(HEADS=6, HEAD_DIM=64, BLOCK_R=32, BLOCK_D=64, sod=1),
+            {"PartO": "*fp32", "PartML": "*fp32", "Out": "*bf16"},
+        ),
+    ]:  # fmt: skip
+        names = list(inspect.signature(fn).parameters)
+        scalar = {n: "fp32" if n == "qk_scale" else "i32" for n in names}
+        signature = {n: "constexpr" if n in consts else pointers.get(n, scalar[n]) for n in names}
+        aligned = [n for n in names if n in pointers or (n[0] == "s" and n not in consts)]
+        attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in aligned}
+        source = ASTSource(fn=triton.jit(fn), signature=signature, constexprs=consts, attrs=attrs)
+        kernels[fn.__name__] = triton.compile(source, target=target, options={"num_warps": cfg["num_warps"]})
+        assert kernels[fn.__name__].asm["cubin"]
+    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
+        ptx.write(kernels["tree_attention_fwd"].asm["ptx"])
+        ptx.flush()
+        command = [ptxas, "-arch=sm_90a", "-v", ptx.name, "-o", os.devnull]
+        report = subprocess.run(command, capture_output=True, text=True)
+    text = report.stdout + report.stderr
+    assert report.returncode == 0 and "registers" in text, text
+    assert re.search(r"\b0 bytes spill stores", text) and not re.search(r"\b[1-9]\d* bytes spill stores", text), text
+
+
 @needs_cuda
 @pytest.mark.parametrize(("t", "past"), [(1, 0), (17, 63), (65, 1000), (129, 3072), (257, 1)])
 def test_cuda_kernel_matches_sdpa_bf16(t, past):
