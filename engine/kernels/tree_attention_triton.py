@@ -8,7 +8,8 @@ Layout of the work:
   row blocks to fill the GPU; each split writes its normalised partial output with its running max and
   sum, and `_combine` merges them in one more launch.
 - Past keys need no mask (every query sees them). Tree keys test one bit of the packed ancestor mask:
-  bits[t, c // 32] >> (c % 32) & 1 (int32 words, row-major [T, W]); tree columns after a block's last
+  bits[t, c // 32] >> (c % 32) & 1 (int32 words, row-major [T, W]; BLOCK_N a multiple of 32, so key
+  blocks in the tree part cover whole words); tree columns after a block's last
   node are skipped, since nodes come in topological order (the mask is lower-triangular).
 - `past` is either a runtime int (PAST_IS_PTR = False) or read from a 0-dim int device tensor
   (PAST_IS_PTR = True), so one captured CUDA graph can serve every context length.
@@ -91,14 +92,19 @@ def tree_attention_fwd(
 
     # Tree keys: one bit of the packed ancestor mask per (node, tree column). Ancestors come before their
     # descendants (parents[i] < i), so no row of this block sees a tree column past its last node.
+    # Blocks start at tree columns that are multiples of BLOCK_N (itself a multiple of 32), so a block
+    # covers whole words: each row loads its BLOCK_N // 32 words once instead of one word per column.
     t_last = tl.minimum((pid_m * BLOCK_M + BLOCK_M - 1) // G, T - 1)
+    tree_lo = tl.maximum(lo, past)
     tree_hi = tl.minimum(hi, past + t_last + 1)
-    for start in range(tl.maximum(lo, past), tree_hi, BLOCK_N):
-        j = start + cols
-        c = j - past
-        j_ok = j < tree_hi
-        word = tl.load(Bits + t[:, None] * W + (c // 32)[None, :], mask=row_ok[:, None] & j_ok[None, :], other=0)
-        vis = ((word >> (c % 32)[None, :]) & 1) != 0
+    for c0 in range(((tree_lo - past) // BLOCK_N) * BLOCK_N, tree_hi - past, BLOCK_N):
+        j = past + c0 + cols
+        j_ok = (j >= tree_lo) & (j < tree_hi)
+        word = tl.zeros([BLOCK_M, BLOCK_N], tl.int32)
+        for i in tl.static_range(BLOCK_N // 32):
+            w_i = tl.load(Bits + t * W + c0 // 32 + i, mask=row_ok & (c0 // 32 + i < W), other=0)
+            word = tl.where((cols // 32 == i)[None, :], w_i[:, None], word)
+        vis = (((word >> (cols % 32)[None, :]) & 1) != 0) & j_ok[None, :]
         k = tl.load(k_base + j[None, :] * sks + d[:, None] * skd, mask=j_ok[None, :] & d_ok[:, None], other=0.0)
         if IEEE:
             qk = tl.dot(q, k, input_precision="ieee")
