@@ -96,9 +96,7 @@ def tree_attention(
     _check(q, k, v, past, tree_mask)
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
-    unknown = set(config or {}) - set(LAUNCH_SETTINGS)
-    if unknown:
-        raise ValueError(f"unknown launch settings {sorted(unknown)}; known: {LAUNCH_SETTINGS}")
+    _check_config(config or {})
     if impl == "torch" or (impl == "auto" and not (q.is_cuda and triton_available())):
         return reference(q, k, v, past, tree_mask)
     if not triton_available():
@@ -149,6 +147,19 @@ def _check(q: Tensor, k: Tensor, v: Tensor, past: int | Tensor, tree_mask: Tenso
         raise ValueError(f"q, k, v must share one of fp32/fp16/bf16, got {q.dtype}, {k.dtype}, {v.dtype}")
 
 
+def _check_config(config: dict[str, int]) -> None:
+    unknown = set(config) - set(LAUNCH_SETTINGS)
+    if unknown:
+        raise ValueError(f"unknown launch settings {sorted(unknown)}; known: {LAUNCH_SETTINGS}")
+    smallest = {"BLOCK_M": 16, "BLOCK_N": 32, "num_warps": 1}  # tl.dot tiles; whole mask words per key block
+    for key, least in smallest.items():
+        value = config.get(key, least)
+        if value < least or value & (value - 1):
+            raise ValueError(f"{key} must be a power of two >= {least}, got {value}")
+    if config.get("SPLITS", 1) < 1:
+        raise ValueError(f"SPLITS must be at least 1, got {config['SPLITS']}")
+
+
 @functools.cache
 def _kernels(interpret: bool):
     """The two kernels wrapped by `triton.jit` for one mode.
@@ -165,7 +176,10 @@ def _kernels(interpret: bool):
 
     if interpret and isinstance(tl.max, JITFunction):
         raise RuntimeError("TRITON_INTERPRET=1 was set after triton was imported; set it before the first import")
-    return triton.jit(src.tree_attention_fwd), triton.jit(src.combine)
+    # Sizes that change from call to call are not specialised on (Triton would otherwise compile extra
+    # variants for values equal to 1 or divisible by 16 as the context grows).
+    fwd = triton.jit(src.tree_attention_fwd, do_not_specialize=["past_int", "T", "W"])
+    return fwd, triton.jit(src.combine, do_not_specialize=["R", "T", "splits"])
 
 
 @functools.cache
