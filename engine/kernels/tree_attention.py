@@ -49,7 +49,7 @@ def pack_tree_mask(tree_mask: Tensor) -> Tensor:
         raise ValueError(f"tree_mask must be a square bool matrix, got {tuple(tree_mask.shape)} {tree_mask.dtype}")
     t = tree_mask.shape[0]
     words = -(-t // 32)
-    padded = F.pad(tree_mask, (0, words * 32 - t)).view(t, words, 32).to(torch.int64)
+    padded = F.pad(tree_mask.to(torch.int64), (0, words * 32 - t)).view(t, words, 32)
     shifts = torch.arange(32, device=tree_mask.device, dtype=torch.int64)
     packed = (padded << shifts).sum(-1)  # distinct powers of two: the sum is the bitwise or, below 2**32
     return torch.where(packed >= 2**31, packed - 2**32, packed).to(torch.int32)  # same bits, as int32
