@@ -103,6 +103,14 @@ class FusedLayer:
         )
         return self.attn.o_proj(out.transpose(1, 2).reshape(1, q.shape[1], self.h * self.hd))
 
+    def attend_tree(self, q: Tensor, cache: Tensor, keys: int, past: Tensor, packed_mask: Tensor) -> Tensor:
+        """Like `attend`, through the tree-attention kernel: rows [0, past) all visible, the T tree rows
+        at [past, past + T) under the packed ancestor mask (engine.kernels.tree_attention)."""
+        from engine.kernels.tree_attention import tree_attention
+
+        out = tree_attention(q, cache[0, :keys][None], cache[1, :keys][None], past, packed_mask)
+        return self.attn.o_proj(out.reshape(1, q.shape[1], self.h * self.hd))
+
     def mlp(self, h: Tensor) -> Tensor:
         gu = F.linear(norm(h, self.layer.post_attention_layernorm), self.gate_up)
         return self.layer.mlp.down_proj(F.silu(gu[..., : self.inter]) * gu[..., self.inter :])
@@ -116,17 +124,30 @@ class FusedTarget:
         self.triton = False  # set by FastPath on CUDA: q/k norm, RoPE and the cache write in one kernel
 
     def forward(
-        self, ids: Tensor, positions: Tensor, kv: Tensor, rows: Tensor, keys: int, mask: Tensor, capture: Sequence[int]
+        self,
+        ids: Tensor,
+        positions: Tensor,
+        kv: Tensor,
+        rows: Tensor,
+        keys: int,
+        mask: Tensor | None,
+        capture: Sequence[int],
+        tree: tuple[Tensor, Tensor] | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """ids, positions, rows: [T]; mask: bool [T, keys]. Writes K/V at `rows`; returns (normed
-        hidden [T, H], the captured layers' outputs concatenated [T, len(capture)·H])."""
+        """ids, positions, rows: [T]; mask: bool [T, keys], or `tree` = (past: 0-dim long, packed
+        ancestor mask) for the tree-attention kernel. Writes K/V at `rows`; returns (normed hidden
+        [T, H], the captured layers' outputs concatenated [T, len(capture)·H])."""
         m = self.model.model
         rope = Rope(m.rotary, self.sin, positions, m.embed_tokens.weight.dtype)
         h = m.embed_tokens(ids[None])
         outputs = []
         for i, fl in enumerate(self.layers):
             q = fl.qkv_store(norm(h, fl.layer.input_layernorm), rope, kv[i], rows, self.triton)
-            h = h + fl.attend(q, kv[i], keys, mask)
+            if tree is not None:
+                h = h + fl.attend_tree(q, kv[i], keys, *tree)
+            else:
+                assert mask is not None
+                h = h + fl.attend(q, kv[i], keys, mask)
             h = h + fl.mlp(h)
             if i in capture:
                 outputs.append(h[0])

@@ -168,6 +168,9 @@ class FastPath:
         self.fused_target.triton = triton_ok and os.environ.get("ENGINE_TRITON_QKV", "1") != "0"
         if self.fused_drafter is not None:
             self.fused_drafter.triton = self.fused_target.triton
+        # Verify attention: SDPA with a dense [T, keys] mask, or ENGINE_TREE_ATTENTION=triton for the
+        # tree-attention kernel (engine/kernels), which reads the packed ancestor mask.
+        self.tree_attention = triton_ok and os.environ.get("ENGINE_TREE_ATTENTION", "sdpa") == "triton"
         self.graphs = Graphs(graphs and dev.type == "cuda")
         self.clock = Clock(dev.type == "cuda")
 
@@ -217,6 +220,16 @@ class FastPath:
 
     def _verify(self, t: int, keys: int) -> None:
         buf, s = self._buffers(t), self.start
+        if self.tree_attention:
+            from engine.kernels.tree_attention import pack_tree_mask
+
+            hidden, feats = self.fused_target.forward(
+                buf.tokens, s + buf.depths, self.kv, s + self.index[:t], keys, None, self.capture,
+                tree=(s[0], pack_tree_mask(buf.visible)),
+            )  # fmt: skip
+            buf.choices.copy_((self.target.logits(hidden).float() + self.ban).argmax(-1))
+            buf.feats.copy_(feats)
+            return
         cols = self.index[:keys]
         rel = cols - s
         in_tree = (rel >= 0) & (rel < t)

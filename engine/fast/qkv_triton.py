@@ -17,8 +17,21 @@ from torch import Tensor
 
 
 @triton.jit
-def _qkv_kernel(qkv, norm_w, cos, sin, positions, rows, q_out, k_cache, v_cache, eps,
-                H: tl.constexpr, KV: tl.constexpr, HD: tl.constexpr):
+def _qkv_kernel(
+    qkv,
+    norm_w,
+    cos,
+    sin,
+    positions,
+    rows,
+    q_out,
+    k_cache,
+    v_cache,
+    eps,
+    H: tl.constexpr,
+    KV: tl.constexpr,
+    HD: tl.constexpr,
+):
     t = tl.program_id(0)
     j = tl.program_id(1)  # head: q heads, then k heads, then v heads
     d = tl.arange(0, HD)

@@ -39,6 +39,17 @@ def test_it_generates_the_reference_tokens_and_rounds(decoder: Decoder, fast: De
     assert fast.fast is not None and not fast.fast.graphs.graphs  # eager on the CPU
 
 
+def test_the_tree_attention_switch_generates_the_reference_tokens(decoder: Decoder, prompts: list[str]) -> None:
+    # On the CPU tree_attention runs its PyTorch reference; this checks the wiring (past, packed mask).
+    switched = Decoder(decoder.target, decoder.drafter, decoder.tokenizer, budget=16, max_context=1024, fast=True)
+    assert switched.fast is not None
+    switched.fast.tree_attention = True
+    params = SamplingParams(max_tokens=24, ignore_eos=True)
+    for alg, budget in [("ar", 0), ("ddtree", 16)]:
+        want = decoder.generate_text(prompts[3], params, algorithm=alg, budget=budget)
+        assert switched.generate_text(prompts[3], params, algorithm=alg, budget=budget).tokens == want.tokens
+
+
 def test_it_stops_like_the_reference(decoder: Decoder, fast: Decoder, prompts: list[str]) -> None:
     for prompt in prompts[8:10]:
         ref_text = decoder.generate_text(prompt, SamplingParams(max_tokens=30, ignore_eos=True)).text
