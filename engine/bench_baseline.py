@@ -67,7 +67,7 @@ def logit_gap(decoder: Decoder, prefix: list[int]) -> dict[str, float | int]:
     target = decoder.target
     ids = torch.tensor([prefix], device=decoder.device)
     hidden, _ = target(ids, torch.arange(len(prefix), device=decoder.device)[None])
-    logits = target.logits(hidden[0, -1]).float()
+    logits = hidden[0, -1].float() @ target.lm_head.weight.float().T  # fp32 head, as the fast path
     banned = decoder.banned_ids(SamplingParams(ignore_eos=True))
     if banned:
         logits[torch.tensor(banned, device=decoder.device)] = float("-inf")
