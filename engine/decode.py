@@ -16,6 +16,7 @@ the target distribution, so the output distribution is the target's (lossless).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ import torch
 from torch import Tensor
 
 from engine.drafter import DFlashDrafter
+from engine.fast.path import FastPath
 from engine.kv_cache import KVCache
 from engine.model import Qwen3ForCausalLM
 from engine.sampling import Sampler, SamplingParams
@@ -61,6 +63,7 @@ class Decoder:
         block_size: int | None = None,
         draft_window: int | None = None,
         max_context: int | None = None,
+        fast: bool | None = None,
     ) -> None:
         self.target, self.drafter, self.tokenizer = target, drafter, tokenizer
         self.device = target.lm_head.weight.device
@@ -84,6 +87,25 @@ class Decoder:
         self.algorithm, self.budget = self.check(algorithm, budget)
         self.cache: KVCache | None = None
         self.draft_cache: KVCache | None = None
+        # The fast path (engine/fast): on by default on CUDA, off with ENGINE_FAST=0; ENGINE_FAST=1
+        # (or fast=True) also runs it on the CPU, eagerly, which is how tests compare it with this path.
+        if fast is None:
+            env = os.environ.get("ENGINE_FAST", "")
+            fast = env == "1" or (env != "0" and self.device.type == "cuda")
+        self.fast = (
+            FastPath(
+                target,
+                drafter,
+                block_size=self.block_size,
+                max_context=self.max_context,
+                draft_window=draft_window,
+                capture=list(self.capture),
+                mask_id=self.mask_id,
+                graphs=os.environ.get("ENGINE_CUDA_GRAPHS", "1") != "0",
+            )
+            if fast
+            else None
+        )
 
     # -- configuration -------------------------------------------------------------------
 
@@ -172,6 +194,8 @@ class Decoder:
         except ValueError as e:
             raise RequestError(str(e)) from None
         self.check_prompt(prompt_ids)
+        if self.fast is not None and self.fast.supports(algorithm, budget, params):
+            return self.fast.generate(self, prompt_ids, params, algorithm, budget, on_progress)
         n = len(prompt_ids)
         nodes = self.nodes_per_round(algorithm, budget)
         cache, draft_cache = self._caches(nodes)

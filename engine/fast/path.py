@@ -1,0 +1,383 @@
+"""The fast path: greedy rounds entirely on the device, replayed as CUDA graphs.
+
+State that survives between rounds lives in device tensors (committed length `start`, the bonus
+token, the features of the last committed tokens, both K/V caches), so a round needs nothing
+from the host: its stages are replayed back to back and the host reads one small result tensor
+(accepted count, accepted tokens, next bonus) — the round's only device-to-host copy.
+
+Stages and their graphs (one per shape; `keys` is the attention span rounded up to `BUCKET`):
+  draft       ("draft", keys)          drafter pass over [b, MASK…] + new context, LM head on L rows
+  tree_build  ("tree", alg, B, K)      log-softmax, top-K per depth, the tree on the device
+  verify      ("verify", T, keys)      target pass over the T = 1 + B nodes, LM head, argmax
+  commit      ("commit", T)            walk, KV compaction over all layers, state update
+`ar` runs verify + commit as one graph. Stage times come from CUDA events recorded between the
+replays and are read once, after the generation (no extra synchronisation per round).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from engine.drafter import DFlashDrafter
+from engine.fast import tree_ops
+from engine.fast.forward import FusedDrafter, FusedTarget, kv_buffer
+from engine.model import Qwen3ForCausalLM
+from engine.sampling import SamplingParams
+from engine.stats import GenerationStats
+
+if TYPE_CHECKING:
+    from engine.decode import Decoder, Generation
+
+BUCKET = 256  # attention spans are rounded up to this many rows: one graph per bucket
+MAX_BUDGET = 512  # larger trees fall back to the reference path
+
+
+def bucket(rows: int) -> int:
+    return -(-rows // BUCKET) * BUCKET
+
+
+class Graphs:
+    """One CUDA graph per key: the first call runs eagerly (the warm-up), then it is captured."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}
+        self.pool = None
+
+    def run(self, key: tuple, fn: Callable[[], None]) -> None:
+        graph = self.graphs.get(key)
+        if graph is not None:
+            graph.replay()
+            return
+        fn()
+        if not self.enabled:
+            return
+        torch.cuda.synchronize()
+        if self.pool is None:
+            self.pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):  # records only: the state is not touched
+            fn()
+        self.graphs[key] = graph
+
+
+class Clock:
+    """Stage boundaries: CUDA events on the GPU (read after the generation), host time on the CPU."""
+
+    def __init__(self, cuda: bool) -> None:
+        self.cuda = cuda
+        self.events: list[torch.cuda.Event] = []
+        self.used = 0
+
+    def reset(self) -> None:
+        self.used = 0
+
+    def mark(self) -> object:
+        if not self.cuda:
+            return time.perf_counter()
+        if self.used == len(self.events):
+            self.events.append(torch.cuda.Event(enable_timing=True))
+        event = self.events[self.used]
+        self.used += 1
+        event.record()
+        return event
+
+    def seconds(self, a: object, b: object) -> float:
+        if self.cuda:
+            return a.elapsed_time(b) / 1e3  # type: ignore[attr-defined]
+        return b - a  # type: ignore[operator]
+
+
+class TreeBuffers:
+    """Static per-width buffers: the round's tree and the verify outputs."""
+
+    def __init__(self, t: int, feat_width: int, dtype: torch.dtype, device: torch.device) -> None:
+        self.tokens = torch.zeros(t, dtype=torch.long, device=device)
+        self.parents = torch.zeros(t, dtype=torch.long, device=device)
+        self.depths = torch.zeros(t, dtype=torch.long, device=device)
+        self.visible = torch.eye(t, dtype=torch.bool, device=device)
+        self.choices = torch.zeros(t, dtype=torch.long, device=device)
+        self.feats = torch.zeros(t, feat_width, dtype=dtype, device=device)
+
+    def tree(self) -> tree_ops.DeviceTree:
+        return tree_ops.DeviceTree(self.tokens, self.parents, self.depths, self.visible)
+
+    def store(self, tree: tree_ops.DeviceTree) -> None:
+        self.tokens.copy_(tree.tokens)
+        self.parents.copy_(tree.parents)
+        self.depths.copy_(tree.depths)
+        self.visible.copy_(tree.visible)
+
+
+class FastPath:
+    def __init__(
+        self,
+        target: Qwen3ForCausalLM,
+        drafter: DFlashDrafter | None,
+        *,
+        block_size: int,
+        max_context: int,
+        draft_window: int | None,
+        capture: list[int],
+        mask_id: int | None,
+        graphs: bool,
+    ) -> None:
+        self.target, self.drafter = target, drafter
+        self.fused_target = FusedTarget(target)
+        self.fused_drafter = FusedDrafter(drafter) if drafter is not None else None
+        self.device = target.lm_head.weight.device
+        self.dtype = target.lm_head.weight.dtype
+        self.block, self.depth_limit = block_size, block_size - 1
+        self.draft_window = draft_window
+        self.capture = capture
+        cfg = target.config
+        self.rows = bucket(max_context + MAX_BUDGET + 1 + block_size)
+        dev = self.device
+        self.kv = kv_buffer(cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.head_dim, self.rows, self.dtype, dev)
+        self.dkv = None
+        if drafter is not None:
+            d = drafter.config
+            self.dkv = kv_buffer(d.num_hidden_layers, d.num_key_value_heads, d.head_dim, self.rows, self.dtype, dev)
+        self.feat_width = len(capture) * cfg.hidden_size
+        self.index = torch.arange(self.rows, device=dev)
+        self.start = torch.zeros(1, dtype=torch.long, device=dev)
+        self.bonus = torch.zeros(1, dtype=torch.long, device=dev)
+        self.n_new = torch.zeros(1, dtype=torch.long, device=dev)
+        self.feats = torch.zeros(block_size, self.feat_width, dtype=self.dtype, device=dev)
+        self.ban = torch.zeros(cfg.vocab_size, dtype=torch.float32, device=dev)
+        self.head = target.lm_head.weight.float()  # shares the weight when it is fp32 already
+        self.block_ids = torch.full((block_size,), mask_id if mask_id is not None else 0, device=dev)
+        self.draft_logits = torch.zeros(self.depth_limit, cfg.vocab_size, dtype=torch.float32, device=dev)
+        self.result = torch.zeros(block_size + 3, dtype=torch.long, device=dev)
+        self.buffers: dict[int, TreeBuffers] = {}
+        self.plans: dict[tuple[int, int], tree_ops.TreePlan] = {}
+        # The tree build as two Triton kernels (tree_triton) on CUDA; ENGINE_TRITON_TREE=0 keeps
+        # the PyTorch ops (tree_ops), which are also what runs on the CPU.
+        self.triton_trees: dict[tuple[int, int], object] = {}
+        self.use_triton_tree = (
+            dev.type == "cuda"
+            and os.environ.get("ENGINE_TRITON_TREE", "1") != "0"
+            and importlib.util.find_spec("triton") is not None
+        )
+        triton_ok = dev.type == "cuda" and importlib.util.find_spec("triton") is not None
+        self.fused_target.triton = triton_ok and os.environ.get("ENGINE_TRITON_QKV", "1") != "0"
+        if self.fused_drafter is not None:
+            self.fused_drafter.triton = self.fused_target.triton
+        # Verify attention: the tree-attention kernel (engine/kernels; it reads the packed ancestor
+        # mask and was 3-9x faster than SDPA per call on the H200), or ENGINE_TREE_ATTENTION=sdpa for
+        # SDPA with a dense [T, keys] mask (also what runs on the CPU).
+        self.tree_attention = triton_ok and os.environ.get("ENGINE_TREE_ATTENTION", "triton") == "triton"
+        self.graphs = Graphs(graphs and dev.type == "cuda")
+        self.clock = Clock(dev.type == "cuda")
+
+    def _logits(self, hidden: Tensor) -> Tensor:
+        # The LM head in fp32: bf16 logits of a 4k vocabulary tie exactly (gap 0) often enough to
+        # flip greedy choices between a one-token and a tree pass; fp32 makes the argmax well defined.
+        return F.linear(hidden.float(), self.head)
+
+    def supports(self, algorithm: str, budget: int, params: SamplingParams) -> bool:
+        return params.temperature == 0 and (algorithm != "ddtree" or budget <= MAX_BUDGET)
+
+    def width(self, algorithm: str, budget: int) -> int:
+        return {"ar": 1, "dflash": self.block, "ddtree": 1 + budget}[algorithm]
+
+    def _buffers(self, t: int) -> TreeBuffers:
+        if t not in self.buffers:
+            self.buffers[t] = TreeBuffers(t, self.feat_width, self.dtype, self.device)
+        return self.buffers[t]
+
+    # -- stages (device work only: no host reads, no host-to-device copies) ----------------
+
+    def _draft(self, keys: int) -> None:
+        assert self.fused_drafter is not None and self.dkv is not None
+        s, block = self.start, self.block
+        self.block_ids[:1].copy_(self.bonus)
+        block_pos = s + self.index[:block]
+        ctx_pos = s - self.n_new + self.index[:block]
+        cols = self.index[:keys]
+        context = cols < s
+        if self.draft_window is not None:
+            context &= cols >= s - self.draft_window
+        visible = context | ((cols >= s) & (cols < s + block))
+        emb = self.target.model.embed_tokens(self.block_ids)
+        h = self.fused_drafter.forward(
+            emb, block_pos, self.feats, ctx_pos, self.dkv, keys, visible[None].expand(block, keys)
+        )
+        self.draft_logits.copy_(self._logits(h[1:]) + self.ban)
+
+    def _tree(self, algorithm: str, budget: int, k: int) -> None:
+        if algorithm == "ar":
+            self._buffers(1).tokens.copy_(self.bonus)
+            return
+        if algorithm == "dflash":
+            self._buffers(self.block).store(tree_ops.chain_tree(self.bonus, self.draft_logits.argmax(-1)))
+            return
+        if self.use_triton_tree:
+            tree = self.triton_trees[(budget, k)].build(self.bonus, self.draft_logits)  # type: ignore[attr-defined]
+        else:
+            top = torch.log_softmax(self.draft_logits, -1).topk(k, dim=-1)
+            tree = tree_ops.build_tree(self.plans[(budget, k)], self.bonus, top.indices, top.values)
+        self._buffers(1 + budget).store(tree)
+
+    def _verify(self, t: int, keys: int) -> None:
+        buf, s = self._buffers(t), self.start
+        if self.tree_attention:
+            from engine.kernels.tree_attention import pack_tree_mask
+
+            hidden, feats = self.fused_target.forward(
+                buf.tokens, s + buf.depths, self.kv, s + self.index[:t], keys, None, self.capture,
+                tree=(s[0], pack_tree_mask(buf.visible)),
+            )  # fmt: skip
+            buf.choices.copy_((self._logits(hidden) + self.ban).argmax(-1))
+            buf.feats.copy_(feats)
+            return
+        cols = self.index[:keys]
+        rel = cols - s
+        in_tree = (rel >= 0) & (rel < t)
+        mask = (cols < s)[None, :] | (in_tree[None, :] & buf.visible[:, rel.clamp(0, t - 1)])
+        hidden, feats = self.fused_target.forward(
+            buf.tokens, s + buf.depths, self.kv, s + self.index[:t], keys, mask, self.capture
+        )
+        buf.choices.copy_((self._logits(hidden) + self.ban).argmax(-1))
+        buf.feats.copy_(feats)
+
+    def _commit(self, t: int) -> None:
+        buf, block = self._buffers(t), self.block
+        if t == 1:  # ar: the one node is accepted; its choice is the next bonus
+            self.result[0].fill_(1)
+            self.result[1:2].copy_(self.bonus)
+            self.result[block + 1 : block + 2].copy_(buf.choices)
+            self.bonus.copy_(buf.choices)
+            self.start.add_(1)
+            return
+        w = tree_ops.walk(buf.tree(), buf.choices, block)
+        tree_ops.compact(self.kv, self.start, w.path)
+        self.feats.copy_(buf.feats[w.path])
+        self.n_new.copy_(w.count)
+        self.result[:1].copy_(w.count)
+        self.result[1 : block + 1].copy_(buf.tokens[w.path])
+        self.result[block + 1 : block + 2].copy_(w.bonus)
+        self.result[block + 2 : block + 3].copy_((buf.tokens[1:] >= 0).sum().view(1))
+        self.bonus.copy_(w.bonus)
+        self.start.add_(w.count)
+
+    # -- prefill and the loop --------------------------------------------------------------
+
+    def prefill(self, prompt_ids: list[int], banned: list[int], draft: bool) -> int:
+        """Fill both caches with the prompt; return the first bonus token (one host read)."""
+        n = len(prompt_ids)
+        self.ban.zero_()
+        if banned:
+            self.ban[torch.tensor(banned, device=self.device)] = float("-inf")
+        ids = torch.tensor(prompt_ids, device=self.device)
+        keys = bucket(n)
+        pos = self.index[:n]
+        mask = self.index[:keys][None, :] <= pos[:, None]
+        hidden, feats = self.fused_target.forward(ids, pos, self.kv, pos, keys, mask, self.capture)
+        self.bonus.copy_((self._logits(hidden[-1:]) + self.ban).argmax(-1))
+        if draft:
+            assert self.fused_drafter is not None and self.dkv is not None
+            self.fused_drafter.context(feats, pos, self.dkv, pos)
+        self.start.fill_(n)
+        self.n_new.zero_()
+        return int(self.bonus.item())
+
+    def _round_stages(self, algorithm: str, budget: int, k: int, start: int) -> list[tuple[tuple, Callable[[], None]]]:
+        t = self.width(algorithm, budget)
+        verify_keys = bucket(start + t)
+        if algorithm == "ar":
+
+            def step() -> None:
+                self._tree("ar", 0, 0)
+                self._verify(1, verify_keys)
+                self._commit(1)
+
+            return [(("ar", verify_keys), step)]
+        draft_keys = bucket(start + self.block)
+        return [
+            (("draft", draft_keys), lambda: self._draft(draft_keys)),
+            (("tree", algorithm, budget, k), lambda: self._tree(algorithm, budget, k)),
+            (("verify", t, verify_keys), lambda: self._verify(t, verify_keys)),
+            (("commit", t), lambda: self._commit(t)),
+        ]
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        dec: Decoder,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        algorithm: str,
+        budget: int,
+        on_progress: Callable[[list[int]], bool | None] | None,
+    ) -> Generation:
+        from engine.decode import Generation  # decode imports this module
+
+        n = len(prompt_ids)
+        banned = dec.banned_ids(params)
+        vocab = self.target.config.vocab_size
+        k = min(budget, vocab - len(banned))
+        if algorithm == "ddtree" and (budget, k) not in self.plans:
+            self.plans[(budget, k)] = tree_ops.TreePlan(budget, k, self.depth_limit, self.device)
+            if self.use_triton_tree:
+                from engine.fast.tree_triton import TritonTree  # needs triton, present with CUDA builds
+
+                self.triton_trees[(budget, k)] = TritonTree(self.plans[(budget, k)], vocab, self.device)
+        nodes = dec.nodes_per_round(algorithm, budget)
+        speculative = algorithm != "ar"
+        stats = GenerationStats(
+            algorithm,
+            nodes,
+            self.block if speculative else 1,
+            accepted_per_depth=[0] * (self.block - 1 if speculative else 0),
+        )
+        t0 = dec._sync()
+        bonus = self.prefill(prompt_ids, banned, draft=speculative)
+        t1 = time.perf_counter()
+        stats.prefill_seconds = t1 - t0
+
+        out = [bonus]
+        start = n
+        rounds: list[tuple[int, int, list[object]]] = []  # (tree size, accepted count, stage marks)
+        self.clock.reset()
+        finish = dec._finish(out, params, n)
+        while True:
+            if on_progress is not None:
+                keep_going = on_progress(finish[0] if finish else out)
+                if keep_going is False and finish is None:
+                    finish = (out, "cancelled")
+            if finish is not None:
+                break
+            marks = []
+            for key, fn in self._round_stages(algorithm, budget, k, start):
+                marks.append(self.clock.mark())
+                self.graphs.run(key, fn)
+            marks.append(self.clock.mark())
+            res = self.result.tolist()  # the round's one device-to-host copy
+            count, bonus = res[0], res[self.block + 1]
+            out += res[2 : 1 + count] + [bonus]
+            start += count
+            rounds.append((res[self.block + 2] if speculative else 0, count, marks))
+            finish = dec._finish(out, params, n)
+        stats.decode_seconds = dec._sync() - t1
+        names = ("verify",) if algorithm == "ar" else ("draft", "tree_build", "verify", "commit")
+        for size, count, marks in rounds:
+            seconds = [self.clock.seconds(a, b) for a, b in zip(marks, marks[1:], strict=False)]
+            spans = dict(zip(names, seconds, strict=True))
+            stage = tuple(spans.get(s, 0.0) for s in ("draft", "tree_build", "verify", "commit"))
+            stats.record_round(size, list(range(1, count)), stage)
+
+        tokens, reason = finish
+        text = dec.tokenizer.decode(tokens)
+        for s in params.stop:
+            if s in text:
+                text = text[: text.index(s)]
+        return Generation(tokens, text, reason, n, stats)

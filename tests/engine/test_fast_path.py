@@ -1,0 +1,109 @@
+"""The fast path (engine.fast) generates exactly what the reference decoder generates.
+
+On the CPU it runs eagerly (no CUDA graphs), fp32: every token, every round's τ and the finish
+reason must equal the reference path's. The GPU tests (skipped without CUDA) run the captured
+graphs in fp32 against the reference on the same device.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.decode import Decoder
+from engine.runtime import load_decoder
+from engine.sampling import SamplingParams
+
+CONFIGS = [("ar", 0), ("dflash", 0), ("ddtree", 1), ("ddtree", 4), ("ddtree", 16), ("ddtree", 48)]
+
+
+@pytest.fixture(scope="module")
+def fast(decoder: Decoder) -> Decoder:
+    return Decoder(decoder.target, decoder.drafter, decoder.tokenizer, budget=16, max_context=1024, fast=True)
+
+
+def test_the_reference_decoder_has_no_fast_path_on_the_cpu(decoder: Decoder) -> None:
+    assert decoder.fast is None
+
+
+def test_it_generates_the_reference_tokens_and_rounds(decoder: Decoder, fast: Decoder, prompts: list[str]) -> None:
+    params = SamplingParams(max_tokens=32, ignore_eos=True)
+    for prompt in prompts[:5]:
+        for alg, budget in CONFIGS:
+            want = decoder.generate_text(prompt, params, algorithm=alg, budget=budget)
+            got = fast.generate_text(prompt, params, algorithm=alg, budget=budget)
+            assert got.tokens == want.tokens, (alg, budget)
+            assert got.stats.accept_lengths == want.stats.accept_lengths, (alg, budget)
+            assert got.stats.accepted_per_depth == want.stats.accepted_per_depth
+            assert got.stats.drafted_nodes == want.stats.drafted_nodes
+    assert fast.fast is not None and not fast.fast.graphs.graphs  # eager on the CPU
+
+
+def test_the_tree_attention_switch_generates_the_reference_tokens(decoder: Decoder, prompts: list[str]) -> None:
+    # On the CPU tree_attention runs its PyTorch reference; this checks the wiring (past, packed mask).
+    switched = Decoder(decoder.target, decoder.drafter, decoder.tokenizer, budget=16, max_context=1024, fast=True)
+    assert switched.fast is not None
+    switched.fast.tree_attention = True
+    params = SamplingParams(max_tokens=24, ignore_eos=True)
+    for alg, budget in [("ar", 0), ("ddtree", 16)]:
+        want = decoder.generate_text(prompts[3], params, algorithm=alg, budget=budget)
+        assert switched.generate_text(prompts[3], params, algorithm=alg, budget=budget).tokens == want.tokens
+
+
+def test_it_stops_like_the_reference(decoder: Decoder, fast: Decoder, prompts: list[str]) -> None:
+    for prompt in prompts[8:10]:
+        ref_text = decoder.generate_text(prompt, SamplingParams(max_tokens=30, ignore_eos=True)).text
+        stop = ref_text[10:14]
+        for params in (SamplingParams(max_tokens=30, stop=[stop]), SamplingParams(max_tokens=7)):
+            want = decoder.generate_text(prompt, params, algorithm="ddtree", budget=16)
+            got = fast.generate_text(prompt, params, algorithm="ddtree", budget=16)
+            assert (got.tokens, got.text, got.finish_reason) == (want.tokens, want.text, want.finish_reason)
+
+
+def test_it_reports_stage_times_for_every_round(fast: Decoder, prompts: list[str]) -> None:
+    g = fast.generate_text(prompts[0], SamplingParams(max_tokens=20, ignore_eos=True), algorithm="ddtree", budget=8)
+    assert len(g.stats.round_stage_seconds) == g.stats.rounds > 0
+    assert all(s > 0 for s in g.stats.stage_seconds.values())
+
+
+def test_sampling_falls_back_to_the_reference_path(decoder: Decoder, fast: Decoder, prompts: list[str]) -> None:
+    params = SamplingParams(max_tokens=24, temperature=0.8, seed=3, ignore_eos=True)
+    want = decoder.generate_text(prompts[0], params, algorithm="ddtree", budget=8)
+    got = fast.generate_text(prompts[0], params, algorithm="ddtree", budget=8)
+    assert got.tokens == want.tokens
+
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@cuda
+def test_the_cuda_graphs_generate_the_reference_tokens_in_fp32(tiny_dirs, prompts: list[str]) -> None:  # type: ignore[no-untyped-def]
+    reference = load_decoder(*tiny_dirs, device="cuda", dtype="float32", max_context=1024)
+    graphs = Decoder(reference.target, reference.drafter, reference.tokenizer, max_context=1024, fast=True)
+    reference.fast = None
+    assert graphs.fast is not None and graphs.fast.graphs.enabled
+    params = SamplingParams(max_tokens=64, ignore_eos=True)
+    for prompt in prompts[:6]:
+        for alg, budget in CONFIGS:
+            want = reference.generate_text(prompt, params, algorithm=alg, budget=budget)
+            got = graphs.generate_text(prompt, params, algorithm=alg, budget=budget)
+            assert got.tokens == want.tokens, (alg, budget)
+    assert graphs.fast.graphs.graphs, "no CUDA graph was captured"
+
+
+@cuda
+def test_the_device_tree_build_runs_under_a_cuda_graph() -> None:
+    from engine.fast import tree_ops
+
+    torch.manual_seed(0)
+    plan = tree_ops.TreePlan(64, 64, 15, "cuda")
+    logits = torch.randn(15, 500, device="cuda")
+    root = torch.tensor([1], device="cuda")
+    top = torch.log_softmax(logits, -1).topk(64)
+    want = tree_ops.build_tree(plan, root, top.indices, top.values)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        got = tree_ops.build_tree(plan, root, top.indices, top.values)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(got.tokens, want.tokens) and torch.equal(got.visible, want.visible)

@@ -1,0 +1,123 @@
+"""The device tree build, walk and KV compaction (engine.fast.tree_ops) against the reference
+host implementations (engine.tree, engine.kv_cache), on the CPU: same trees, same accepted
+nodes and bonus, same cache contents."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from engine import tree as ref
+from engine.fast import tree_ops
+from engine.kv_cache import KVCache
+
+
+def topk(
+    rng: np.random.Generator, depth: int, vocab: int, k: int, scale: float = 2.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    logits = torch.tensor(rng.normal(size=(depth, vocab)) * scale, dtype=torch.float32)
+    top = torch.log_softmax(logits, -1).topk(k, dim=-1)
+    return top.indices, top.values
+
+
+def device_tree(root: int, ids: torch.Tensor, lps: torch.Tensor, budget: int) -> tree_ops.DeviceTree:
+    plan = tree_ops.TreePlan(budget, ids.shape[1], ids.shape[0], "cpu")
+    return tree_ops.build_tree(plan, torch.tensor([root]), ids, lps)
+
+
+def assert_same_tree(got: tree_ops.DeviceTree, want: ref.Tree) -> None:
+    n = len(want.tokens)
+    assert got.tokens[:n].tolist() == want.tokens
+    assert got.depths[:n].tolist() == want.depths
+    assert got.parents[1:n].tolist() == want.parents[1:]
+    assert (got.tokens[n:] == -1).all(), "nodes beyond the available prefixes must never match"
+    assert np.array_equal(got.visible[:n, :n].numpy(), ref.visibility(want.parents))
+
+
+@pytest.mark.parametrize(("depth", "vocab"), list(itertools.product([1, 2, 3], [2, 3, 4])))
+def test_it_builds_the_reference_tree_for_every_small_budget(depth: int, vocab: int) -> None:
+    rng = np.random.default_rng(depth * 10 + vocab)
+    most = sum(vocab**d for d in range(1, depth + 1))
+    for budget in range(1, most + 2):
+        for _ in range(3):
+            k = min(budget, vocab)
+            ids, lps = topk(rng, depth, vocab, k)
+            want = ref.build_tree(5, ids.numpy(), lps.numpy(), budget)
+            assert_same_tree(device_tree(5, ids, lps, budget), want)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_it_builds_the_reference_tree_on_random_drafts(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    depth, vocab, budget = int(rng.integers(1, 16)), int(rng.integers(2, 300)), int(rng.integers(1, 300))
+    k = min(budget, vocab)
+    ids, lps = topk(rng, depth, vocab, k, scale=float(rng.uniform(0.2, 6)))
+    want = ref.build_tree(1, ids.numpy(), lps.numpy(), budget)
+    assert_same_tree(device_tree(1, ids, lps, budget), want)
+
+
+def test_a_certain_draft_keeps_parents_before_children() -> None:
+    # log-probability 0 (probability 1 in float32) ties a child with its parent.
+    ids = torch.tensor([[4, 5], [6, 7], [8, 9]])
+    lps = torch.tensor([[0.0, -20.0], [0.0, -21.0], [-0.5, -1.0]])
+    want = ref.build_tree(1, ids.numpy(), lps.numpy(), 5)
+    got = device_tree(1, ids, lps, 5)
+    assert_same_tree(got, want)
+    assert all(p < i for i, p in enumerate(got.parents.tolist()) if i)
+
+
+def test_chain_tree_matches_the_reference_chain() -> None:
+    got = tree_ops.chain_tree(torch.tensor([3]), torch.tensor([7, 8, 9]))
+    want = ref.chain_tree(3, [7, 8, 9])
+    assert_same_tree(got, want)
+
+
+def random_choices(rng: np.random.Generator, tree: ref.Tree, vocab: int) -> list[int]:
+    """Per node, the token of one of its children (often) or some other token."""
+    children = tree.children()
+    out = []
+    for kids in children:
+        if kids and rng.random() < 0.7:
+            out.append(int(rng.choice(list(kids))))
+        else:
+            out.append(int(rng.integers(0, vocab)))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_walk_accepts_the_reference_path_and_bonus(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    depth, vocab, budget = int(rng.integers(1, 10)), int(rng.integers(2, 30)), int(rng.integers(1, 80))
+    ids, lps = topk(rng, depth, vocab, min(budget, vocab))
+    want_tree = ref.build_tree(2, ids.numpy(), lps.numpy(), budget)
+    got_tree = device_tree(2, ids, lps, budget)
+    n = len(want_tree.tokens)
+    choices = random_choices(rng, want_tree, vocab)
+    choices += [int(rng.integers(0, vocab))] * (budget + 1 - n)  # the padding nodes' own choices
+    accepted, bonus = ref.walk(want_tree, choices[:n])
+    block = depth + 1
+    w = tree_ops.walk(got_tree, torch.tensor(choices), block)
+    assert int(w.count) == len(accepted)
+    assert w.path[: len(accepted)].tolist() == accepted
+    assert int(w.bonus) == bonus
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_compaction_moves_the_same_rows_as_the_reference_cache(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    layers, rows, start, block = 3, 40, int(rng.integers(0, 10)), 6
+    cache = KVCache(layers, kv_heads=2, head_dim=4, rows=rows)
+    cache.k.normal_()
+    cache.v.normal_()
+    kv = torch.stack([cache.k[:, 0], cache.v[:, 0]], dim=1).clone()  # [layers, 2, rows, KV, hd]
+    depth = int(rng.integers(1, block))
+    accepted = [0, *sorted(rng.choice(np.arange(1, 20), size=depth - 1, replace=False).tolist())]
+    path = torch.tensor(accepted + [0] * (block - depth))
+    tree_ops.compact(kv, torch.tensor([start]), path)
+    cache.commit(start, accepted)
+    end = start + depth  # rows past the accepted ones are scratch
+    assert torch.equal(kv[:, 0, :end], cache.k[:, 0, :end])
+    assert torch.equal(kv[:, 1, :end], cache.v[:, 0, :end])

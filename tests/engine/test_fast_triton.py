@@ -1,0 +1,103 @@
+"""The fast path's Triton kernels against the PyTorch ops they replace: the tree build
+(engine.fast.tree_triton vs engine.fast.tree_ops) and the q/k norm + RoPE + cache write
+(engine.fast.qkv_triton vs FusedLayer's PyTorch ops). On the CPU through Triton's interpreter
+(a subprocess, as TRITON_INTERPRET must be set before triton is imported), on the GPU compiled
+(skipped without CUDA)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton")
+
+CHECK = """
+import sys, torch
+from engine.fast import tree_ops
+from engine.fast.tree_triton import TritonTree
+device = sys.argv[1]
+cases = [(1, 50, 1), (3, 300, 5), (6, 200, 16), (2, 40, 64), (4, 120, 30)] if device == "cpu" else \\
+    [(15, 4096, b) for b in (16, 32, 64, 128, 256)] + [(7, 1000, 100)]
+for seed, (depth, vocab, budget) in enumerate(cases):
+    g = torch.Generator().manual_seed(seed)
+    logits = (torch.randn(depth, vocab, generator=g) * 3).to(device)
+    logits[:, 3] = float("-inf")  # a banned id
+    k = min(budget, vocab - 1)
+    plan = tree_ops.TreePlan(budget, k, depth, device)
+    top = torch.log_softmax(logits, -1).topk(k)
+    want = tree_ops.build_tree(plan, torch.tensor([9], device=device), top.indices, top.values)
+    got = TritonTree(plan, vocab, torch.device(device)).build(torch.tensor([9], device=device), logits)
+    if device == "cpu":  # small cases: no near-ties, so float32 and float64 scores order alike
+        for name in ("tokens", "parents", "depths", "visible"):
+            assert torch.equal(getattr(got, name), getattr(want, name)), (seed, name)
+    else:  # float32 vs float64 sums may swap near-tied nodes: same objective, valid tree
+        lp = dict(((d, int(t)), float(v)) for d in range(depth) for t, v in zip(top.indices[d], top.values[d]))
+        def mass(tree):
+            toks, par, dep = tree.tokens.tolist(), tree.parents.tolist(), tree.depths.tolist()
+            score = [0.0] * len(toks)
+            for i in range(1, len(toks)):
+                assert par[i] < i and dep[i] == dep[par[i]] + 1 and toks[i] >= 0
+                score[i] = score[par[i]] + lp[(dep[i] - 1, toks[i])]
+            return sum(torch.tensor(score[1:], dtype=torch.float64).exp().tolist())
+        assert abs(mass(got) - mass(want)) <= 1e-6 * mass(want), seed
+        assert torch.equal(got.visible, tree_ops.ancestors(got.parents, depth)), seed
+print("ok", len(cases))
+"""
+
+
+QKV_CHECK = """
+import sys, torch
+from engine.runtime import MODELS_DIR, load_decoder
+from engine.fast.forward import FusedTarget
+device = sys.argv[1]
+dec = load_decoder(MODELS_DIR / "tiny" / "target", None, device=device, dtype="float32", algorithm="ar")
+fused = FusedTarget(dec.target)
+cfg = dec.target.config
+t, keys = 7, 64
+ids = torch.randint(0, cfg.vocab_size, (t,), device=device)
+pos = torch.arange(30, 30 + t, device=device)
+kv = torch.randn(cfg.num_hidden_layers, 2, 128, cfg.num_key_value_heads, cfg.head_dim, device=device)
+kv2 = kv.clone()
+mask = torch.rand(t, keys, device=device) < 0.7
+mask[:, 0] = True
+with torch.inference_mode():
+    h1, f1 = fused.forward(ids, pos, kv, pos, keys, mask, [0])
+    fused.triton = True
+    h2, f2 = fused.forward(ids, pos, kv2, pos, keys, mask, [0])
+assert (h1 - h2).abs().max() < 1e-4 and (kv - kv2).abs().max() < 1e-4, ((h1 - h2).abs().max(), (kv - kv2).abs().max())
+print("ok qkv")
+"""
+
+
+def run_check(device: str, env: dict[str, str], script: str = CHECK) -> str:
+    run = subprocess.run(
+        [sys.executable, "-c", script, device], cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout
+
+
+def test_the_interpreted_kernels_build_the_pytorch_tree() -> None:
+    assert "ok 5" in run_check("cpu", {"TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1"})
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_compiled_kernels_build_the_pytorch_tree_on_the_gpu() -> None:
+    assert "ok 6" in run_check("cuda", {})
+
+
+def test_the_interpreted_qkv_kernel_matches_the_pytorch_ops() -> None:
+    assert "ok qkv" in run_check("cpu", {"TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1"}, QKV_CHECK)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_compiled_qkv_kernel_matches_the_pytorch_ops_on_the_gpu() -> None:
+    assert "ok qkv" in run_check("cuda", {}, QKV_CHECK)
