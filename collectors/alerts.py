@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -78,8 +78,19 @@ class AlertParams:
     confirmations: int = 1  # re-probes that must agree with a suspect run before an alert opens
     stale_after: int = 2  # consecutive probe runs whose counters did not move → "metrics stale"
     scrape_min_steps: int = 20  # a scrape window with fewer verify steps gives no τ point (too noisy)
+    # Decode rate and TTFT move with the host's load, τ does not (a ratio of counts): a box shared with
+    # other work may need a larger minimum change for them alone. None = baseline.min_rel_change.
+    throughput_min_rel_change: float | None = None
     baseline: BaselineParams = field(default_factory=BaselineParams)
     change_points: ChangePointParams = field(default_factory=ChangePointParams)
+
+    def for_quantity(self, quantity: str) -> AlertParams:
+        """These parameters as they apply to one quantity's series."""
+        rel = self.throughput_min_rel_change
+        if rel is None or quantity not in (DECODE_TPS, TTFT):
+            return self
+        return replace(self, baseline=replace(self.baseline, min_rel_change=rel),
+                       change_points=replace(self.change_points, min_rel_change=rel))
 
     @classmethod
     def from_settings(cls) -> AlertParams:
@@ -93,6 +104,7 @@ class AlertParams:
             change_point_alert_points=s.SPECTATOR_DETECT_CHANGE_POINT_ALERT_POINTS,
             confirmations=s.SPECTATOR_DETECT_CONFIRMATIONS, stale_after=s.SPECTATOR_DETECT_STALE_AFTER,
             scrape_min_steps=s.SPECTATOR_DETECT_SCRAPE_MIN_STEPS,
+            throughput_min_rel_change=s.SPECTATOR_DETECT_THROUGHPUT_MIN_REL_CHANGE,
             baseline=BaselineParams(window=s.SPECTATOR_DETECT_BASELINE_WINDOW,
                                     min_points=s.SPECTATOR_DETECT_BASELINE_MIN_POINTS, k=s.SPECTATOR_DETECT_MAD_K,
                                     min_rel_change=rel),
@@ -261,6 +273,7 @@ def after_probe_run(run: ProbeRun, *, enqueue: Enqueue | None = None, params: Al
 def _evaluate_series(
     server: Server, run: ProbeRun, key: SeriesKey, points: list[Point], params: AlertParams, ev: Evaluation
 ) -> None:
+    params = params.for_quantity(key.quantity)
     cps = store_change_points(server, key, points, params)
     last_cp = cps[-1] if cps else 0
     if key.quantity == TAU:

@@ -111,6 +111,10 @@ SPECTATOR_HTTP_DEADLINE = envint("SPECTATOR_HTTP_DEADLINE", 900, minimum=1)
 # --- Regression detection and alert e-mails (collectors/DETECTION.md explains each) --- begin -----
 SPECTATOR_DETECT_MAX_PVALUE = envfloat("SPECTATOR_DETECT_MAX_PVALUE", 0.001, minimum=1e-12, maximum=0.5)
 SPECTATOR_DETECT_MIN_REL_CHANGE = envfloat("SPECTATOR_DETECT_MIN_REL_CHANGE", 0.03, minimum=0.0, maximum=0.9)
+# Decode rate and TTFT only (they move with the host's load; τ does not); defaults to the value above.
+SPECTATOR_DETECT_THROUGHPUT_MIN_REL_CHANGE = envfloat(
+    "SPECTATOR_DETECT_THROUGHPUT_MIN_REL_CHANGE", SPECTATOR_DETECT_MIN_REL_CHANGE, minimum=0.0, maximum=0.99
+)
 SPECTATOR_DETECT_MAD_K = envfloat("SPECTATOR_DETECT_MAD_K", 4.0, minimum=0.5, maximum=50)
 SPECTATOR_DETECT_BASELINE_WINDOW = envint("SPECTATOR_DETECT_BASELINE_WINDOW", 20, minimum=3)
 SPECTATOR_DETECT_BASELINE_MIN_POINTS = envint("SPECTATOR_DETECT_BASELINE_MIN_POINTS", 5, minimum=3)

@@ -92,7 +92,11 @@ def test_a_real_regression_mails_once_then_resolves_and_unreachable_mails_once(
     server = make_server("tiny", engine.url, kind="ddtree", probe_plan=PLAN, probe_interval_s=3600,
                          scrape_interval_s=3600)
     Subscription.objects.create(server=server, user=alice)
-    workers.start("w1", inbox.env())
+    # This box's other work moves the tiny engine's decode rate by up to ~5× per pair and its per-probe
+    # medians by ~40 % within two minutes (collectors/DETECTION.md); to the detector a slowdown that
+    # lasts through a suspect and its re-probe is real. The deployment knob for such a host keeps decode
+    # alerts to drops above 80 % here; τ, which the load does not move, keeps the default 3 %.
+    workers.start("w1", {**inbox.env(), "SPECTATOR_DETECT_THROUGHPUT_MIN_REL_CHANGE": "0.8"})
 
     # 1. Baseline.
     baseline = [scheduled_probe(server, workers) for _ in range(5)]

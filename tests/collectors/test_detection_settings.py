@@ -44,12 +44,15 @@ def test_the_environment_sets_the_detection_parameters() -> None:
     assert defaults == settings_of(SPECTATOR_DETECT_MAD_K="4", SPECTATOR_DETECT_CONFIRMATIONS="1")
     assert (defaults["baseline"]["k"], defaults["change_points"]["max_pvalue"], defaults["confirmations"]) == (
         4.0, 0.001, 1)
+    assert defaults["throughput_min_rel_change"] == 0.03  # follows SPECTATOR_DETECT_MIN_REL_CHANGE
     tuned = settings_of(SPECTATOR_DETECT_MAD_K="6", SPECTATOR_DETECT_MIN_REL_CHANGE="0.1",
                         SPECTATOR_DETECT_MAX_PVALUE="0.0001", SPECTATOR_DETECT_CONFIRMATIONS="2",
                         SPECTATOR_DETECT_UNREACHABLE_AFTER="5", SPECTATOR_DETECT_STALE_AFTER="3")
     assert tuned["baseline"]["k"] == 6.0 and tuned["baseline"]["min_rel_change"] == 0.1
     assert tuned["change_points"] == {**defaults["change_points"], "max_pvalue": 0.0001, "min_rel_change": 0.1}
     assert (tuned["confirmations"], tuned["unreachable_after"], tuned["stale_after"]) == (2, 5, 3)
+    assert tuned["throughput_min_rel_change"] == 0.1
+    assert settings_of(SPECTATOR_DETECT_THROUGHPUT_MIN_REL_CHANGE="0.5")["throughput_min_rel_change"] == 0.5
 
 
 def test_a_bad_value_stops_start_up_naming_the_variable() -> None:
@@ -93,3 +96,19 @@ def test_a_second_reprobe_back_at_baseline_opens_nothing(make_server: Any) -> No
     second = stored_run(server, 100.0, trigger=ProbeRun.Trigger.CONFIRMATION, confirms=first)
     ev = after_probe_run(second, enqueue=enqueued, params=params)
     assert ev.opened == [] and ev.confirmation is None and not Alert.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_throughput_only_minimum_change_spares_tau(make_server: Any) -> None:
+    # A host whose load moves decode rates: decode alerts only above 40 %, τ still at the default 3 %.
+    server = make_server()
+    baseline_runs(server)
+    params = AlertParams(throughput_min_rel_change=0.4)
+    enqueued = Enqueued()
+    suspect = stored_run(server, 70.0, tau=2.4)  # decode −30 %, τ −20 %
+    ev = after_probe_run(suspect, enqueue=enqueued, params=params)
+    assert [k.quantity for k in ev.suspects] == ["tau"]
+    ev.confirmation.delete()
+    confirmation = stored_run(server, 70.0, tau=2.4, trigger=ProbeRun.Trigger.CONFIRMATION, confirms=suspect)
+    [alert] = after_probe_run(confirmation, enqueue=enqueued, params=params).opened
+    assert (alert.kind, alert.quantity) == (Alert.Kind.ACCEPTANCE_REGRESSION, "tau")
