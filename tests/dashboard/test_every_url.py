@@ -21,7 +21,9 @@ ACCESS: dict[str, tuple[str, tuple[str, ...]]] = {
     "dashboard-logout": (PUBLIC, ("POST",)),
     "dashboard-asset": (PUBLIC, ("GET",)),
     "dashboard-fleet": (READER, ("GET",)),
+    "dashboard-fleet-rows": (READER, ("GET",)),  # the fleet page's live fragment
     "dashboard-server": (READER, ("GET",)),
+    "dashboard-server-live": (READER, ("GET",)),  # the server page's live fragment
     "dashboard-run": (READER, ("GET",)),
     "dashboard-run-status": (READER, ("GET",)),
     "dashboard-alerts": (READER, ("GET",)),
@@ -59,6 +61,7 @@ def urls(make_server: Any, store_run: Any) -> dict[str, str]:
     args = {
         "dashboard-asset": {"version": "1", "name": "htmx.min.js"},
         "dashboard-server": {"server_id": server.pk}, "dashboard-server-edit": {"server_id": server.pk},
+        "dashboard-server-live": {"server_id": server.pk},
         "dashboard-probe-now": {"server_id": server.pk}, "dashboard-subscribe": {"server_id": server.pk},
         "dashboard-subscriber-add": {"server_id": server.pk},
         "dashboard-run": {"run_id": run.pk}, "dashboard-run-status": {"run_id": run.pk},
