@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiosmtpd.controller import Controller
 from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.collectors.live import SMALL_PLAN
-from tests.collectors.test_notify_smtp import Inbox, _free_port
+from tests.collectors.smtp_inbox import Inbox, smtp_inbox
 from tests.engine.server.helpers import ROOT, wait_for
 
 
@@ -41,13 +40,9 @@ def staff_client(alice: Any) -> Client:
 
 
 @pytest.fixture
-def smtp() -> Iterator[Controller]:
-    controller = Controller(Inbox(), hostname="127.0.0.1", port=_free_port())
-    controller.start()
-    try:
-        yield controller
-    finally:
-        controller.stop()
+def smtp() -> Iterator[Inbox]:
+    with smtp_inbox() as inbox:
+        yield inbox
 
 
 def _count_in_a_process(folder: Path, emails: int) -> None:
@@ -74,7 +69,7 @@ def test_it_sums_the_counters_of_every_process_and_container(staff_client: Clien
 
 
 def test_it_counts_real_probes_scrapes_emails_and_task_failures_from_the_workers(
-    workers: Any, engine: Any, make_server: Any, alice: Any, smtp: Controller, tmp_path: Path, settings: Any,
+    workers: Any, engine: Any, make_server: Any, alice: Any, smtp: Inbox, tmp_path: Path, settings: Any,
     monkeypatch: Any,
 ) -> None:
     from collectors.models import Notification, ProbeRun, Server
