@@ -171,6 +171,11 @@ class FastPath:
         self.fused_target.triton = triton_ok and os.environ.get("ENGINE_TRITON_QKV", "1") != "0"
         if self.fused_drafter is not None:
             self.fused_drafter.triton = self.fused_target.triton
+        # The commit stage as one Triton kernel (ENGINE_TRITON_COMMIT=0: the PyTorch ops below); its
+        # tl.arange needs power-of-two block and K/V row widths.
+        width = self.kv.shape[3] * self.kv.shape[4]
+        pow2 = (block_size & (block_size - 1)) == 0 and (width & (width - 1)) == 0
+        self.triton_commit = triton_ok and pow2 and os.environ.get("ENGINE_TRITON_COMMIT", "1") != "0"
         # Verify attention: the tree-attention kernel (engine/kernels; it reads the packed ancestor
         # mask and was 3-9x faster than SDPA per call on the H200), or ENGINE_TREE_ATTENTION=sdpa for
         # SDPA with a dense [T, keys] mask (also what runs on the CPU).
@@ -220,11 +225,11 @@ class FastPath:
         if algorithm == "dflash":
             self._buffers(self.block).store(tree_ops.chain_tree(self.bonus, self.draft_logits.argmax(-1)))
             return
-        if self.use_triton_tree:
-            tree = self.triton_trees[(budget, k)].build(self.bonus, self.draft_logits)  # type: ignore[attr-defined]
-        else:
-            top = torch.log_softmax(self.draft_logits, -1).topk(k, dim=-1)
-            tree = tree_ops.build_tree(self.plans[(budget, k)], self.bonus, top.indices, top.values)
+        if self.use_triton_tree:  # writes straight into the static tree buffers
+            self.triton_trees[(budget, k)].build(self.bonus, self.draft_logits)  # type: ignore[attr-defined]
+            return
+        top = torch.log_softmax(self.draft_logits, -1).topk(k, dim=-1)
+        tree = tree_ops.build_tree(self.plans[(budget, k)], self.bonus, top.indices, top.values)
         self._buffers(1 + budget).store(tree)
 
     def _verify(self, t: int, keys: int) -> None:
@@ -257,6 +262,14 @@ class FastPath:
             self.result[block + 1 : block + 2].copy_(buf.choices)
             self.bonus.copy_(buf.choices)
             self.start.add_(1)
+            return
+        if self.triton_commit:  # the same steps in one kernel (fast/commit_triton.py)
+            from engine.fast.commit_triton import commit
+
+            commit(
+                buf.tokens, buf.parents, buf.choices, buf.feats, self.kv, self.feats, self.result, self.start,
+                self.bonus, self.n_new, block,
+            )  # fmt: skip
             return
         w = tree_ops.walk(buf.tree(), buf.choices, block)
         tree_ops.compact(self.kv, self.start, w.path)
@@ -330,7 +343,8 @@ class FastPath:
             if self.use_triton_tree:
                 from engine.fast.tree_triton import TritonTree  # needs triton, present with CUDA builds
 
-                self.triton_trees[(budget, k)] = TritonTree(self.plans[(budget, k)], vocab, self.device)
+                plan, out = self.plans[(budget, k)], self._buffers(1 + budget).tree()
+                self.triton_trees[(budget, k)] = TritonTree(plan, vocab, self.device, out)
         nodes = dec.nodes_per_round(algorithm, budget)
         speculative = algorithm != "ar"
         stats = GenerationStats(

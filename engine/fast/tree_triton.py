@@ -1,15 +1,17 @@
-"""The DDTree build's depth loop in one Triton kernel instead of ~100 small PyTorch ops.
+"""The DDTree build in three Triton kernels instead of ~120 small PyTorch ops.
 
 Same algorithm as `tree_ops.build_tree` (read its docstring first). After log-softmax and top-K
 (PyTorch: its radix select beat a full in-register sort of the vocabulary, 85 µs, on the H200),
 `_depths_kernel`, one program, runs the depth loop (gather the parents' scores, add the child
 log-probabilities, sort the ~B·ln B candidate pairs as (score, index) packed into int64 keys,
 keep the best B) and the final merge of the L·B survivors into pop order, with the per-depth
-results in global scratch between `debug_barrier`s (one CTA, so a barrier orders them).
+results in global scratch between `debug_barrier`s (one CTA, so a barrier orders them). Then
+`_node_of_kernel` inverts the pop order and `_assemble_kernel`, one program per node, writes its
+token, parent, depth and ancestor row (walking up the survivors' parent links) straight into the
+decoder's static tree buffers.
 Scores are float32 here (float64 in the PyTorch version), so on exact or near ties (~1e-7) the two
 may order nodes differently; both trees are valid and the walk stays lossless. Ties keep the
 PyTorch version's order: shallower first, then better parent, then better rank.
-The tree's ancestor matrix and token lookup reuse `tree_ops.assemble`.
 """
 
 from __future__ import annotations
@@ -58,7 +60,11 @@ def _depths_kernel(
     NP: tl.constexpr,
 ):
     b = tl.arange(0, BP)
-    tl.store(score + b, tl.load(lp + b, mask=(b < K) & (b < B), other=float("-inf")), mask=b < B)
+    tl.store(
+        score + b,
+        tl.load(lp + b, mask=(b < K) & (b < B), other=float("-inf")),
+        mask=b < B,
+    )
     tl.store(pick + b, b, mask=b < B)
     c = tl.arange(0, CP)
     cm = c < C
@@ -79,6 +85,64 @@ def _depths_kernel(
     tl.store(order + n, _unpack_index(srt, NP), mask=n < B)
 
 
+@triton.jit
+def _node_of_kernel(order, node_of, B: tl.constexpr, BP: tl.constexpr):
+    i = tl.arange(0, BP)
+    flat = tl.load(order + i, mask=i < B, other=0)
+    tl.store(node_of + flat, i + 1, mask=i < B)
+
+
+@triton.jit
+def _assemble_kernel(
+    root,
+    order,
+    node_of,
+    score,
+    pick,
+    pair_parent,
+    pair_rank,
+    top_ids,
+    tokens,
+    parents,
+    depths,
+    visible,
+    K,
+    B: tl.constexpr,
+    N: tl.constexpr,
+    NP: tl.constexpr,
+):
+    """One program per node i (0 = root): its token, parent, depth and ancestor row, from `order`."""
+    i = tl.program_id(0)
+    cols = tl.arange(0, NP)
+    row = (cols == 0) | (cols == i)
+    if i == 0:
+        tl.store(tokens, tl.load(root))
+        tl.store(parents, tl.zeros((), dtype=tl.int64))
+        tl.store(depths, tl.zeros((), dtype=tl.int64))
+    else:
+        f = tl.load(order + i - 1)
+        d0 = f // B
+        deep = d0 > 0
+        p = tl.load(pick + f)
+        rank = tl.where(deep, tl.load(pair_rank + p, mask=deep, other=0), tl.minimum(f, K - 1))
+        exists = tl.load(score + f) > float("-inf")
+        tl.store(tokens + i, tl.where(exists, tl.load(top_ids + d0 * K + rank), -1))
+        tl.store(depths + i, (d0 + 1).to(tl.int64))
+        up = (d0 - 1) * B + tl.load(pair_parent + p, mask=deep, other=0)
+        tl.store(
+            parents + i,
+            tl.where(deep, tl.load(node_of + up, mask=deep, other=0), 0).to(tl.int64),
+        )
+        # Walk up the survivors' parent links; each ancestor's node index comes from node_of.
+        a = f
+        da = d0
+        while da > 0:
+            a = (da - 1) * B + tl.load(pair_parent + tl.load(pick + a))
+            da -= 1
+            row = row | (cols == tl.load(node_of + a))
+    tl.store(visible + i * N + cols, row.to(tl.int1), mask=cols < N)
+
+
 def _pow2(n: int) -> int:
     return triton.next_power_of_2(max(n, 16))
 
@@ -86,7 +150,13 @@ def _pow2(n: int) -> int:
 class TritonTree:
     """Static scratch for one plan; `build` is capturable in a CUDA graph."""
 
-    def __init__(self, plan: tree_ops.TreePlan, vocab: int, device: torch.device) -> None:
+    def __init__(
+        self,
+        plan: tree_ops.TreePlan,
+        vocab: int,
+        device: torch.device,
+        out: tree_ops.DeviceTree | None = None,
+    ) -> None:
         self.plan, self.vocab = plan, vocab
         b, k, depth = plan.budget, plan.k, plan.depth_limit
         self.pair_parent = plan.parent_pos.to(torch.int32)
@@ -96,6 +166,14 @@ class TritonTree:
         self.score = torch.zeros(depth * b, dtype=torch.float32, device=device)
         self.pick = torch.zeros(depth * b, dtype=torch.int32, device=device)
         self.order = torch.zeros(b, dtype=torch.int32, device=device)
+        self.node_of = torch.zeros(depth * b, dtype=torch.int32, device=device)
+        n = b + 1  # `out`: where the tree goes (the decoder's static tree buffers), else fresh tensors
+        self.out = out or tree_ops.DeviceTree(
+            torch.zeros(n, dtype=torch.long, device=device),
+            torch.zeros(n, dtype=torch.long, device=device),
+            torch.zeros(n, dtype=torch.long, device=device),
+            torch.zeros(n, n, dtype=torch.bool, device=device),
+        )
 
     def build(self, root: Tensor, logits: Tensor) -> tree_ops.DeviceTree:
         """root: long [1]; logits: float32 [L, V], banned ids already −inf."""
@@ -109,7 +187,11 @@ class TritonTree:
             self.top_lp, self.pair_parent, self.pair_rank, self.score, self.pick, self.order, depth, k, c,
             B=b, BP=_pow2(b), CP=_pow2(c), NP=_pow2(depth * b), num_warps=8,
         )  # fmt: skip
-        pick = self.pick.view(depth, b).long()
-        ranks = torch.cat([p.first_rank[None], p.rank[pick[1:]]]).view(-1)
-        parent_pos = torch.cat([torch.zeros_like(p.first_rank)[None], p.parent_pos[pick[1:]]]).view(-1)
-        return tree_ops.assemble(p, root, self.top_ids, self.score, ranks, parent_pos, self.order.long())
+        _node_of_kernel[(1,)](self.order, self.node_of, B=b, BP=_pow2(b), num_warps=4)
+        n = b + 1
+        out = self.out
+        _assemble_kernel[(n,)](
+            root, self.order, self.node_of, self.score, self.pick, self.pair_parent, self.pair_rank, self.top_ids,
+            out.tokens, out.parents, out.depths, out.visible, k, B=b, N=n, NP=_pow2(n), num_warps=2,
+        )  # fmt: skip
+        return out

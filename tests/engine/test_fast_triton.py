@@ -1,6 +1,7 @@
 """The fast path's Triton kernels against the PyTorch ops they replace: the tree build
-(engine.fast.tree_triton vs engine.fast.tree_ops) and the q/k norm + RoPE + cache write
-(engine.fast.qkv_triton vs FusedLayer's PyTorch ops). On the CPU through Triton's interpreter
+(engine.fast.tree_triton vs engine.fast.tree_ops), the q/k norm + RoPE + cache write
+(engine.fast.qkv_triton vs FusedLayer's PyTorch ops) and the commit stage (engine.fast.commit_triton
+vs tree_ops.walk + tree_ops.compact). On the CPU through Triton's interpreter
 (a subprocess, as TRITON_INTERPRET must be set before triton is imported), on the GPU compiled
 (skipped without CUDA)."""
 
@@ -76,6 +77,50 @@ print("ok qkv")
 """
 
 
+COMMIT_CHECK = """
+import sys, random, torch
+from engine.fast import tree_ops
+from engine.fast.commit_triton import commit
+device = sys.argv[1]
+random.seed(0)
+block, layers, rows, kvh, hd, width = 16, 3, 200, 2, 64, 96
+lengths = []
+for seed, budget in enumerate([1, 4, 16, 40, 64, 100, 8, 30]):
+    g = torch.Generator().manual_seed(seed)
+    logits = (torch.randn(15, 60, generator=g) * 6).to(device)
+    top = torch.log_softmax(logits, -1).topk(min(budget, 60))
+    plan = tree_ops.TreePlan(budget, min(budget, 60), 15, device)
+    tree = tree_ops.build_tree(plan, torch.tensor([5], device=device), top.indices, top.values)
+    t, tok, par = budget + 1, tree.tokens.tolist(), tree.parents.tolist()
+    choices = torch.randint(0, 60, (t,), generator=g)
+    for i in range(t):  # the target usually picks one of the node's children
+        kids = [tok[c] for c in range(1, t) if par[c] == i and tok[c] >= 0]
+        if kids and random.random() < 0.8:
+            choices[i] = random.choice(kids)
+    choices = choices.to(device)
+    kv = torch.randn(layers, 2, rows, kvh, hd, device=device)
+    tfeats = torch.randn(t, width, device=device)
+    start = torch.tensor([random.randrange(100)], device=device)
+    want_kv = kv.clone()
+    w = tree_ops.walk(tree, choices, block)
+    tree_ops.compact(want_kv, start, w.path)
+    n = int(w.count)
+    got_kv, feats = kv.clone(), torch.zeros(block, width, device=device)
+    result, st = torch.zeros(block + 3, dtype=torch.long, device=device), start.clone()
+    bonus, n_new = torch.zeros(1, dtype=torch.long, device=device), torch.zeros(1, dtype=torch.long, device=device)
+    commit(tree.tokens, tree.parents, choices, tfeats, got_kv, feats, result, st, bonus, n_new, block)
+    end = int(start) + n
+    assert torch.equal(got_kv[:, :, :end], want_kv[:, :, :end]), seed
+    assert torch.equal(feats[:n], tfeats[w.path][:n]), seed
+    assert result[0] == n and torch.equal(result[1 : 1 + n], tree.tokens[w.path][:n]), seed
+    assert result[block + 1] == w.bonus[0] and result[block + 2] == (tree.tokens[1:] >= 0).sum(), seed
+    assert int(st) == end and int(bonus) == int(w.bonus) and int(n_new) == n, seed
+    lengths.append(n)
+assert max(lengths) >= 4, lengths  # the walks went deep, not just the root
+print("ok commit")
+"""
+
+
 def run_check(device: str, env: dict[str, str], script: str = CHECK) -> str:
     run = subprocess.run(
         [sys.executable, "-c", script, device], cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True,
@@ -101,3 +146,12 @@ def test_the_interpreted_qkv_kernel_matches_the_pytorch_ops() -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_the_compiled_qkv_kernel_matches_the_pytorch_ops_on_the_gpu() -> None:
     assert "ok qkv" in run_check("cuda", {}, QKV_CHECK)
+
+
+def test_the_interpreted_commit_kernel_matches_walk_and_compaction() -> None:
+    assert "ok commit" in run_check("cpu", {"TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1"}, COMMIT_CHECK)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_compiled_commit_kernel_matches_walk_and_compaction_on_the_gpu() -> None:
+    assert "ok commit" in run_check("cuda", {}, COMMIT_CHECK)
