@@ -96,24 +96,11 @@ def test_a_moved_confirmation_link_follows_the_replacement(make_server: Any, enq
     assert lost.confirms is None and enqueued[0][1].confirms == suspect
 
 
-@override_settings(SPECTATOR_LOCK_BACKEND="db")
-def test_a_held_lock_is_renewed_until_released(make_server: Any) -> None:
-    server = make_server()
-    lock = Lock(server.pk, 6)  # renewed every 2 s back to 6 s
-    assert lock.acquire()
-    lock.keep_alive()
-    try:
-        wait_for(lambda: remaining_s(server.pk) < 4.5, 20, "the lock to age past a renewal period")
-        wait_for(lambda: remaining_s(server.pk) > 5, 20, "a renewal to push the expiry back")
-    finally:
-        lock.release()
-    assert remaining_s(server.pk) == 0
-
-
-@pytest.mark.skipif(not __import__("tests.collectors.test_lock", fromlist=["redis_up"]).redis_up(),
-                    reason="no Redis on 127.0.0.1:6379")
-def test_a_held_redis_lock_is_renewed_until_released(make_server: Any, settings: Any) -> None:
-    settings.SPECTATOR_LOCK_BACKEND = "redis"
+@pytest.mark.parametrize("backend", ["db", pytest.param("redis", marks=pytest.mark.skipif(
+    not __import__("tests.collectors.test_lock", fromlist=["redis_up"]).redis_up(),
+    reason="no Redis on 127.0.0.1:6379"))])
+def test_a_held_lock_is_renewed_until_released(backend: str, make_server: Any, settings: Any) -> None:
+    settings.SPECTATOR_LOCK_BACKEND = backend
     server = make_server()
     lock = Lock(server.pk, 6)  # renewed every 2 s back to 6 s
     assert lock.acquire()
