@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from collectors.models import ChangePoint, ProbeMeasurement, ProbeRun
 from dashboard.figure import Fig, Figure, bar, scatter
 from dashboard.queries import (
@@ -186,6 +188,27 @@ def per_position(run: Run | None, scraped: dict[int, float], budget: str) -> Fig
                               name=f"latest probe #{run.pk} ({budget_label(run.fingerprint) or 'budget unknown'})"))
     return _layout(fig, f"Per-position acceptance, {budget or 'budget unknown'}", "draft position",
                    "accepted per verify step")
+
+
+def acceptance_vs_context(measurements: list[ProbeMeasurement], budget: int | None) -> Figure:
+    """The latest run: τ per probed context (median of its two-point requests' response τ), and the acceptance
+    rate it implies, (τ − 1) / B (accepted drafted tokens over the B drafted per step), on its own axis and
+    only when the server reported B: a long context can cost the drafter its agreement before throughput shows it."""
+    by_context: dict[int, list[float]] = {}
+    for m in measurements:
+        if m.kind == "two_point" and m.tau_response is not None:
+            by_context.setdefault(m.context, []).append(m.tau_response)
+    contexts = sorted(by_context)
+    tau = [float(np.median(by_context[c])) for c in contexts]
+    fig = Fig([scatter(x=contexts, y=tau, mode="lines+markers", name="τ")])
+    if budget:
+        fig.add_trace(scatter(x=contexts, y=[(t - 1) / budget for t in tau], mode="lines+markers", yaxis="y2",
+                              name=f"acceptance rate (τ − 1) / B, B={budget}", line={"dash": "dot"}))
+        fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "rangemode": "tozero",
+                                  "title": {"text": f"accepted / drafted (B={budget})"}})
+    figure = _layout(fig, "τ and acceptance rate vs context (latest run)", "context (tokens)", "τ")
+    figure["layout"]["margin"]["r"] = 60  # room for the right axis
+    return figure
 
 
 def output_sweep(runs: list[Run]) -> Figure:

@@ -41,6 +41,8 @@ def _figures(server: Server, window: TimeRange) -> dict[str, charts.Figure]:
             latest.fingerprint) if latest else None),
         "per_position": charts.per_position(latest, queries.per_position_rates(server, window.since, window.until),
                                             budget),
+        "acceptance_context": charts.acceptance_vs_context(measurements, queries.budget_value(
+            latest.fingerprint) if latest else None),
         "sweep": charts.output_sweep(runs),
         "streaming": charts.streaming_vs_plain(latest, measurements),
         "live": charts.live_panel(buckets),

@@ -83,3 +83,25 @@ def test_it_starts_throughput_axes_at_zero(client: Any, viewer: Any, make_server
     page = client.get(f"/servers/{server.pk}/").content.decode()
     for key in ("throughput", "decode_time", "sweep", "streaming", "tau"):
         assert figure(page, f"fig-{key}")["layout"]["yaxis"]["rangemode"] == "tozero", key
+
+
+def test_it_draws_tau_and_acceptance_rate_against_context(
+    client: Any, viewer: Any, make_server: Any, store_run: Any
+) -> None:
+    from collectors.models import ProbeMeasurement
+
+    server = make_server()
+    run = _with_budget(store_run(server, {64: 100.0, 1024: 90.0}), 32, 0.05)
+    for context, taus in ((64, [4.2, 4.0, 4.4]), (1024, [2.6, 2.5])):
+        ProbeMeasurement.objects.filter(run=run, kind="two_point", context=context).delete()
+        ProbeMeasurement.objects.bulk_create(ProbeMeasurement(run=run, kind="two_point", context=context, repeat=i,
+                                                              decode_tps=100.0, tau_response=t)
+                                             for i, t in enumerate(taus))
+    client.force_login(viewer)
+    page = client.get(f"/servers/{server.pk}/").content.decode()
+
+    drawn = traces(page, "fig-acceptance_context")
+    assert drawn["τ"]["x"] == [64, 1024] and drawn["τ"]["y"] == [4.2, 2.55]  # medians per context
+    rate = drawn["acceptance rate (τ − 1) / B, B=32"]
+    assert rate["y"] == pytest.approx([3.2 / 32, 1.55 / 32])
+    assert "B=32" in figure(page, "fig-acceptance_context")["layout"]["yaxis2"]["title"]["text"]
