@@ -219,10 +219,7 @@ class Decoder:
         start = n  # committed rows; the bonus token is chosen but not yet in the cache
         finish = self._finish(out, params, n)
         while True:
-            if on_progress is not None:
-                keep_going = on_progress(finish[0] if finish else out)
-                if keep_going is False and finish is None:
-                    finish = (out, "cancelled")
+            finish = self._report(on_progress, out, finish)
             if finish is not None:
                 break
             t0 = self._sync()
@@ -292,6 +289,14 @@ class Decoder:
         accepted, bonus = walk(tree, choices)
         index = torch.tensor(accepted, device=self.device)
         return accepted, bonus, [f[:, index] for f in feats]
+
+    @staticmethod
+    def _report(on_progress: Callable[[list[int]], bool | None] | None, out: list[int],
+                finish: tuple[list[int], str] | None) -> tuple[list[int], str] | None:
+        """Hand the caller the tokens so far; an answer of False cancels (a streaming client went away)."""
+        if on_progress is not None and on_progress(finish[0] if finish else out) is False and finish is None:
+            return out, "cancelled"
+        return finish
 
     def _finish(self, out: list[int], params: SamplingParams, prompt_len: int) -> tuple[list[int], str] | None:
         """(tokens, finish_reason) once the output must end, else None."""

@@ -364,10 +364,7 @@ class FastPath:
         self.clock.reset()
         finish = dec._finish(out, params, n)
         while True:
-            if on_progress is not None:
-                keep_going = on_progress(finish[0] if finish else out)
-                if keep_going is False and finish is None:
-                    finish = (out, "cancelled")
+            finish = dec._report(on_progress, out, finish)
             if finish is not None:
                 break
             marks = []
