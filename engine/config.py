@@ -147,6 +147,12 @@ class Preset:
     anchors_per_seq: int
     corpus_bytes: int | None  # cap on training text (None: the whole standard library)
     dropout: float = 0.0  # residual dropout while pretraining the target
+    # Prompt lengths of the on-policy data (the prompts are shared evenly between them); empty: one
+    # group at seq_len // 4. A drafter only learns to use context as long as it was trained on.
+    onpolicy_contexts: tuple[int, ...] = ()
+
+    def contexts(self) -> tuple[int, ...]:
+        return self.onpolicy_contexts or (self.seq_len // 4,)
 
     def target_config(self, bos: int, eos: int) -> TargetConfig:
         return TargetConfig(
@@ -224,5 +230,6 @@ PRESETS: dict[str, Preset] = {
         anchors_per_seq=64,
         corpus_bytes=None,
         dropout=0.1,
+        onpolicy_contexts=(256, 1024, 3072),
     ),
 }

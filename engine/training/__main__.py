@@ -2,7 +2,8 @@
 
 Stages: corpus (stdlib of this interpreter) → byte-level BPE → target pretraining → on-policy
 continuations → drafter training → save (bf16 safetensors) → evaluate τ → model card.
-`--stages draft` retrains only the drafter against the target already in DIR.
+`--stages draft` retrains only the drafter against the target already in DIR; with
+`--resume-draft` it starts from the drafter already there (fine-tuning, e.g. on longer contexts).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from pathlib import Path
 import torch
 
 from engine.bench import run_bench
-from engine.checkpoint import load_target, save_model
+from engine.bench_prompts import context_prompts
+from engine.checkpoint import load_drafter, load_target, save_model
 from engine.config import PRESETS
 from engine.drafter import DFlashDrafter
 from engine.model import Qwen3ForCausalLM
@@ -24,7 +26,7 @@ from engine.tokenizer import MASK, Tokenizer
 from engine.training.bpe import train_bpe
 from engine.training.card import write_card
 from engine.training.corpus import load_corpus, prompts_from
-from engine.training.draft import train_drafter
+from engine.training.draft import DraftData, train_drafter
 from engine.training.loop import Log, init_weights, random_windows
 from engine.training.onpolicy import generate_onpolicy
 from engine.training.pretrain import pretrain
@@ -38,6 +40,16 @@ def encode_stream(tok: Tokenizer, texts: list[str]) -> torch.Tensor:
     return torch.tensor(ids, dtype=torch.long)
 
 
+def _lengths(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated token counts, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"prompt lengths must be >= 1, got {text!r}")
+    return values
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m engine.training")
     p.add_argument("--preset", choices=sorted(PRESETS), required=True)
@@ -47,7 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--target-steps", type=int, help="override the preset")
     p.add_argument("--draft-steps", type=int, help="override the preset")
     p.add_argument("--onpolicy-prompts", type=int, help="override the preset")
+    p.add_argument("--onpolicy-contexts", type=_lengths, help="override the preset: prompt lengths, e.g. 256,1024")
+    p.add_argument("--draft-lr", type=float, help="override the preset")
+    p.add_argument("--resume-draft", action="store_true", help="start from OUT/draft instead of a fresh drafter")
     p.add_argument("--eval-prompts", type=int, default=12)
+    p.add_argument(
+        "--eval-contexts", type=_lengths, default=(1024,), help="also measure τ on prompts of these token lengths"
+    )
     p.add_argument("--target-seconds", type=float, help="stop target pretraining after this long")
     p.add_argument("--draft-seconds", type=float, help="stop drafter training after this long")
     p.add_argument("--seed", type=int, default=0)
@@ -66,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     report: dict[str, object] = {"preset": preset.name, "device": str(device), "torch": torch.__version__}
     previous = out / "training.json"
+    if args.resume_draft and args.stages != "draft":
+        p.error("--resume-draft needs --stages draft")
     if args.stages == "draft" and previous.exists():
         report = {**json.loads(previous.read_text()), **report}
 
@@ -114,31 +134,42 @@ def main(argv: list[str] | None = None) -> int:
     mask_id = tok.token_id(MASK)
     assert mask_id is not None
     target.train_dropout = 0.0
-    prompt_len = preset.seq_len // 4
-    onpolicy = generate_onpolicy(
-        target,
-        train,
-        tok.special_ids,
-        prompts=args.onpolicy_prompts or preset.onpolicy_prompts,
-        prompt_len=prompt_len,
-        new_tokens=preset.onpolicy_tokens,
-        batch=512 if device.type == "cuda" else 64,
-        device=device,
-        log=log,
-    )
+    contexts = args.onpolicy_contexts or preset.contexts()
+    n_prompts = args.onpolicy_prompts or preset.onpolicy_prompts
     gen = torch.Generator().manual_seed(args.seed + 7)
-    windows = random_windows(train, onpolicy.shape[1], onpolicy.shape[0], gen)
-    data = torch.cat([onpolicy, windows])
+    data: list[DraftData] = []
+    for i, context in enumerate(contexts):
+        if context + preset.onpolicy_tokens >= train.numel():
+            p.error(f"on-policy context {context} is longer than the training text")
+        onpolicy = generate_onpolicy(
+            target,
+            train,
+            tok.special_ids,
+            prompts=max(1, n_prompts // len(contexts)),
+            prompt_len=context,
+            new_tokens=preset.onpolicy_tokens,
+            batch=512 if device.type == "cuda" else 64,
+            device=device,
+            log=log,
+            seed=1 + i,
+        )
+        # As many plain corpus windows of the same length: the drafter also sees human-written code.
+        windows = random_windows(train, onpolicy.shape[1], onpolicy.shape[0], gen)
+        starts = torch.cat([torch.full((onpolicy.shape[0],), context), torch.zeros(windows.shape[0], dtype=torch.long)])
+        data.append(DraftData(torch.cat([onpolicy, windows]), starts))
 
-    drafter = DFlashDrafter(preset.drafter_config(target.config, mask_id))
-    init_weights(drafter)
+    if args.resume_draft:
+        drafter = load_drafter(out / "draft")  # fp32, like a fresh one
+    else:
+        drafter = DFlashDrafter(preset.drafter_config(target.config, mask_id))
+        init_weights(drafter)
     drafter.to(device)
     report["draft"] = train_drafter(
         target,
         drafter,
         data,
         steps=args.draft_steps or preset.draft_steps,
-        lr=preset.draft_lr,
+        lr=args.draft_lr or preset.draft_lr,
         batch=preset.batch_size,
         anchors=preset.anchors_per_seq,
         device=device,
@@ -147,9 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     report["draft_parameters"] = sum(p.numel() for p in drafter.parameters())
     report["onpolicy"] = {
-        "sequences": onpolicy.shape[0],
-        "prompt_tokens": prompt_len,
+        "sequences": sum(d.tokens.shape[0] // 2 for d in data),
+        "prompt_tokens": list(contexts),
         "new_tokens": preset.onpolicy_tokens,
+        "resumed": args.resume_draft,
     }
     save_model(drafter, out / "draft")
     report["train_seconds"] = round(time.time() - started, 1)
@@ -158,18 +190,19 @@ def main(argv: list[str] | None = None) -> int:
     # the identical-to-ar column means what it says.
     torch.backends.cuda.matmul.allow_tf32 = False
     decoder = load_decoder(out / "target", out / "draft", device=str(device), dtype="float32", budget=128)
+    configs = [("ar", 0), ("dflash", 0)] + [("ddtree", b) for b in (16, 32, 64, 128)]
     prompts = prompts_from(corpus.heldout, args.eval_prompts, 600)
-    rows = run_bench(
-        decoder,
-        prompts,
-        [("ar", 0), ("dflash", 0)] + [("ddtree", b) for b in (16, 32, 64, 128)],
-        max_tokens=128,
-        warmup=False,
-    )
+    rows = run_bench(decoder, prompts, configs, max_tokens=128, warmup=False)
     report["eval"] = {
         r.label: {"tau": round(r.tau, 3), "identical_to_ar": f"{r.identical_to_ar}/{r.prompts}"} for r in rows
     }
     log("eval: " + ", ".join(f"{r.label} τ={r.tau:.2f}" for r in rows))
+    report["eval_by_context"] = {}
+    for context in args.eval_contexts:
+        ids = context_prompts(corpus.heldout, tok, args.eval_prompts, context)
+        rows = run_bench(decoder, ids, configs[1:], max_tokens=128, warmup=False, context=context)
+        report["eval_by_context"][str(context)] = {r.label: round(r.tau, 3) for r in rows}
+        log(f"eval at context {context}: " + ", ".join(f"{r.label} τ={r.tau:.2f}" for r in rows))
     (out / "training.json").write_text(json.dumps(report, indent=2) + "\n")
     write_card(out, report)
     return 0

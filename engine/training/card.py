@@ -6,6 +6,10 @@ from pathlib import Path
 from typing import Any
 
 
+def _lengths(value: object) -> str:
+    return "/".join(str(v) for v in value) if isinstance(value, list) else str(value)
+
+
 def write_card(out: Path, r: dict[str, Any]) -> None:
     target, draft = r.get("target", {}), r.get("draft", {})
     per_pos = draft.get("top1_per_position", [])
@@ -24,7 +28,8 @@ def write_card(out: Path, r: dict[str, Any]) -> None:
         f"held-out loss {target.get('heldout_loss', float('nan')):.3f} nats/token.",
         f"- Drafter: {r.get('draft_parameters', 0) / 1e6:.2f}M parameters, {draft.get('steps')} steps, "
         f"final loss {draft.get('final_loss', float('nan')):.4f}; on-policy data {r['onpolicy']['sequences']} × "
-        f"{r['onpolicy']['new_tokens']} greedy tokens.",
+        f"{r['onpolicy']['new_tokens']} greedy tokens after prompts of {_lengths(r['onpolicy'].get('prompt_tokens'))} "
+        f"tokens{' (fine-tuned from the previous drafter)' if r['onpolicy'].get('resumed') else ''}.",
         "- Drafter top-1 agreement with the target by depth (last 10 % of training): "
         + ", ".join(f"{i + 1}: {v:.2f}" for i, v in enumerate(per_pos)),
         "",
@@ -35,4 +40,15 @@ def write_card(out: Path, r: dict[str, Any]) -> None:
     ]
     for label, v in r.get("eval", {}).items():
         lines.append(f"| {label} | {v['tau']:.2f} | {v['identical_to_ar'] if label != 'ar' else '—'} |")
+    by_context = r.get("eval_by_context", {})
+    if by_context:
+        labels = list(next(iter(by_context.values())))
+        lines += [
+            "",
+            "τ on prompts cut to exact token lengths (`engine/bench_prompts.py`), same settings:",
+            "",
+            "| context | " + " | ".join(labels) + " |",
+            "|---" * (len(labels) + 1) + "|",
+        ]
+        lines += [f"| {c} | " + " | ".join(f"{taus[k]:.2f}" for k in labels) + " |" for c, taus in by_context.items()]
     (out / "MODEL_CARD.md").write_text("\n".join(lines) + "\n")

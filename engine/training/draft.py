@@ -16,6 +16,7 @@ Trained: fc, hidden_norm, the drafter layers, its norm. Embedding and LM head st
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -47,10 +48,22 @@ def block_batch(x: Tensor, anchors: Tensor, block_size: int, mask_id: int) -> tu
     return ids.reshape(n, a * block_size), pos, torch.cat([ctx_vis, blk_vis], dim=-1)
 
 
-def sample_anchors(n: int, s: int, count: int, block_size: int, gen: torch.Generator) -> Tensor:
-    """[n, count] distinct anchors in 1..s−bs, sorted (at least one context token, a whole block of labels)."""
-    scores = torch.rand(n, s - block_size, generator=gen)
-    return (scores.topk(count, dim=1).indices + 1).sort(dim=1).values
+def sample_anchors(
+    n: int, s: int, count: int, block_size: int, gen: torch.Generator, low: Tensor | None = None
+) -> Tensor:
+    """[n, count] distinct anchors in 1..s−bs, sorted (at least one context token, a whole block of labels).
+
+    low ([n], optional): where each row's generated continuation starts. Positions from there on
+    are weighted so that about half of that row's anchors land in it (weighted sampling without
+    replacement: keys log(u)/w, top-k) — run-time anchors are always in generated text.
+    """
+    span = s - block_size
+    keys = torch.rand(n, span, generator=gen).log()
+    if low is not None:
+        start = (low.clamp(1, span) - 1).to(torch.float32)[:, None]  # index of the first generated anchor
+        weight = (start / (span - start).clamp(min=1)).clamp(min=1.0)
+        keys = torch.where(torch.arange(span)[None, :] >= start, keys / weight, keys)
+    return (keys.topk(count, dim=1).indices + 1).sort(dim=1).values
 
 
 def draft_step_loss(
@@ -79,10 +92,19 @@ def draft_step_loss(
     return loss, agree
 
 
+@dataclass
+class DraftData:
+    """Training sequences of one length: [M, S] token ids, and where each row's generated part
+    starts ([M]; 0 for a plain corpus window)."""
+
+    tokens: Tensor
+    generated_from: Tensor
+
+
 def train_drafter(
     target: Qwen3ForCausalLM,
     drafter: DFlashDrafter,
-    data: Tensor,
+    data: list[DraftData],
     *,
     steps: int,
     lr: float,
@@ -93,11 +115,17 @@ def train_drafter(
     seed: int = 2,
     max_seconds: float | None = None,
 ) -> dict[str, object]:
-    """data: [M, S] training sequences (on-policy and corpus windows)."""
+    """Each step draws one group of `data` (in turn); longer groups get a proportionally smaller
+    batch and more anchors per sequence, so every step sees about as many tokens and blocks."""
     bs = drafter.config.block_size
     gen = torch.Generator().manual_seed(seed)
     gamma = decay_gamma(bs)
     weights = torch.tensor([math.exp(-k / gamma) for k in range(bs - 1)], device=device)
+    shortest = min(d.tokens.shape[1] for d in data)
+    shapes = []
+    for d in data:
+        s = d.tokens.shape[1]
+        shapes.append((max(1, batch * shortest // s), min((s - bs) // 2, anchors * s // shortest)))
     for p in target.parameters():
         p.requires_grad_(False)
     opt = torch.optim.AdamW(
@@ -112,9 +140,11 @@ def train_drafter(
         done = step + 1
         for group in opt.param_groups:
             group["lr"] = cosine_lr(step, steps, lr, warmup_frac=0.04)
-        rows = torch.randint(0, data.shape[0], (batch,), generator=gen)
-        x = data[rows].to(device, non_blocking=True)
-        a = sample_anchors(batch, x.shape[1], anchors, bs, gen).to(device)
+        d = data[step % len(data)]
+        n, count = shapes[step % len(data)]
+        rows = torch.randint(0, d.tokens.shape[0], (n,), generator=gen)
+        x = d.tokens[rows].to(device, non_blocking=True)
+        a = sample_anchors(n, x.shape[1], count, bs, gen, d.generated_from[rows]).to(device)
         with autocast(device):
             loss, agree = draft_step_loss(target, drafter, x, a, weights)
         opt.zero_grad(set_to_none=True)
@@ -129,7 +159,7 @@ def train_drafter(
             agree_n += 1
         if report:
             log(
-                f"drafter step {step}/{steps} loss {loss.item():.4f} top-1 agreement by depth "
+                f"drafter step {step}/{steps} (length {x.shape[1]}) loss {loss.item():.4f} top-1 agreement by depth "
                 + " ".join(f"{v:.2f}" for v in agree.tolist())
             )
     drafter.eval()
@@ -138,5 +168,7 @@ def train_drafter(
         "final_loss": float(loss.item()),
         "steps": done,
         "planned_steps": steps,
+        "lr": lr,
+        "sequence_lengths": [d.tokens.shape[1] for d in data],
         "top1_per_position": [round(v, 4) for v in per_pos],
     }

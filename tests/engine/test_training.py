@@ -36,6 +36,16 @@ def test_it_samples_distinct_anchors_that_leave_room_for_a_block() -> None:
     assert all(len(set(row)) == 10 for row in a.tolist())
 
 
+def test_it_puts_about_half_the_anchors_of_a_continuation_row_in_its_generated_part() -> None:
+    gen = torch.Generator().manual_seed(0)
+    low = torch.tensor([900, 0] * 50)  # 900 prompt tokens then 100 generated; a plain corpus window
+    a = sample_anchors(100, 1016, 40, 16, gen, low)
+    generated = (a >= 900).float().mean(dim=1)
+    assert 0.35 < generated[0::2].mean() < 0.65  # uniform sampling would give 0.1
+    assert generated[1::2].mean() < 0.2
+    assert all(len(set(row)) == 40 for row in a.tolist()) and (a >= 1).all() and (a <= 1000).all()
+
+
 def test_it_trains_a_tiny_pair_on_cpu(tmp_path: Path) -> None:
     out = tmp_path / "m"
     cmd = [
@@ -56,11 +66,26 @@ def test_it_trains_a_tiny_pair_on_cpu(tmp_path: Path) -> None:
         "4",
         "--eval-prompts",
         "1",
+        "--onpolicy-contexts",
+        "32,96",
+        "--eval-contexts",
+        "300",
     ]
     subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, timeout=300)
     report = json.loads((out / "training.json").read_text())
     assert report["python_version"] and report["corpus_files"] > 0
     assert len(report["draft"]["top1_per_position"]) == 7  # block 8 → depths 1..7
     assert "ddtree B=32" in report["eval"] and (out / "MODEL_CARD.md").exists()
+    assert report["onpolicy"]["prompt_tokens"] == [32, 96] and report["draft"]["sequence_lengths"] == [160, 224]
+    assert report["eval_by_context"]["300"]["ddtree B=64"] >= 1.0
+    # Fine-tuning the drafter just trained, against the same target, on one longer context.
+    first = (out / "draft" / "model.safetensors").read_bytes()
+    resume = [*cmd[:-4], "--onpolicy-contexts", "128", "--stages", "draft", "--resume-draft", "--eval-contexts", "64"]
+    subprocess.run(resume, cwd=ROOT, check=True, capture_output=True, timeout=300)
+    again = json.loads((out / "training.json").read_text())
+    assert again["onpolicy"]["resumed"] and again["draft"]["sequence_lengths"] == [256]
+    assert again["target"] == report["target"]  # the target was kept
+    assert (out / "draft" / "model.safetensors").read_bytes() != first
+    assert "fine-tuned from the previous drafter" in (out / "MODEL_CARD.md").read_text()
     decoder = load_decoder(out / "target", out / "draft", device="cpu")
     assert len(decoder.generate_text("def f(x):\n", SamplingParams(max_tokens=5, ignore_eos=True)).tokens) == 5
