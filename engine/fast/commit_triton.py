@@ -99,3 +99,19 @@ def commit(
         T=t, TP=triton.next_power_of_2(t), BLOCK=block, SLICES=layers * two, W=kvh * hd,
         FP=triton.next_power_of_2(max(f, 1)), num_warps=4,
     )  # fmt: skip
+
+
+@triton.jit
+def _commit_one_kernel(choices, result, start, bonus, BLOCK: tl.constexpr):
+    b = tl.load(bonus)
+    c = tl.load(choices)
+    tl.store(result, tl.full((), 1, tl.int64))
+    tl.store(result + 1, b)
+    tl.store(result + BLOCK + 1, c)
+    tl.store(bonus, c)
+    tl.store(start, tl.load(start) + 1)
+
+
+def commit_one(choices: Tensor, result: Tensor, start: Tensor, bonus: Tensor, block: int) -> None:
+    """ar's commit (the one node is accepted, its choice is the next bonus) in one launch, not five."""
+    _commit_one_kernel[(1,)](choices, result, start, bonus, BLOCK=block, num_warps=1)

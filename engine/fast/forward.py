@@ -5,9 +5,10 @@ Same weights as `engine.model` / `engine.drafter` (fused copies of the projectio
     rows, kv_heads, head_dim]`, rows are written at device-tensor indices, and attention reads a
     fixed bucket of `keys` rows under a boolean mask that hides rows outside the sequence — so one
     CUDA graph per (width, bucket) serves every round;
-  - a small model is launch-bound, so each layer is ~20 kernels instead of ~55: q/k/v and
-    gate/up are one matmul each, q- and k-norm are one `rms_norm` with per-head weights, RoPE is
-    x·cos + roll(x)·(±sin), RMSNorm is the fused `F.rms_norm`.
+  - a small model is launch-bound, so each layer is ~20 kernels instead of ~55 in PyTorch ops: q/k/v
+    and gate/up are one matmul each, q- and k-norm are one `rms_norm` with per-head weights, RoPE
+    is x·cos + roll(x)·(±sin), RMSNorm is the fused `F.rms_norm`; and with the Triton kernels of
+    linear_triton.py (CUDA) four launches plus attention.
 """
 
 from __future__ import annotations
@@ -42,15 +43,22 @@ class Rope:
 
     def __init__(self, table: RotaryTable, sin: Tensor, positions: Tensor, dtype: torch.dtype) -> None:
         self.half = table.head_dim // 2
-        self.positions, self.cos_table, self.sin_table = positions, table.cos, sin  # for the Triton kernel
-        self.cos = table.cos[positions].to(dtype)[None, :, None, :]  # [1, T, 1, hd]
-        self.sin = sin[positions].to(dtype)[None, :, None, :]
+        self.positions, self.cos_table, self.sin_table = positions, table.cos, sin  # for the Triton kernels
+        self.dtype = dtype
+        self._rows: tuple[Tensor, Tensor] | None = None  # gathered on first use: the Triton path never needs them
 
     def __call__(self, x: Tensor) -> Tensor:
-        return x * self.cos + torch.roll(x, self.half, dims=-1) * self.sin
+        if self._rows is None:
+            cos = self.cos_table[self.positions].to(self.dtype)[None, :, None, :]  # [1, T, 1, hd]
+            self._rows = cos, self.sin_table[self.positions].to(self.dtype)[None, :, None, :]
+        cos, sin = self._rows
+        return x * cos + torch.roll(x, self.half, dims=-1) * sin
 
 
 class FusedLayer:
+    """One decoder layer's weights fused for the fast path, and its steps in PyTorch ops or, with
+    `triton` / `triton_mlp`, in the kernels of engine/fast/linear_triton.py."""
+
     def __init__(self, layer: DecoderLayer) -> None:
         a, m = layer.self_attn, layer.mlp
         self.layer, self.attn = layer, a
@@ -64,36 +72,44 @@ class FusedLayer:
     def _heads_norm(self, x: Tensor, weight: Tensor) -> Tensor:
         return F.rms_norm(x, (self.hd,), None, self.attn.q_norm.eps) * weight
 
-    def qkv_rows(self, x: Tensor, rope: Rope) -> tuple[Tensor, Tensor, Tensor]:
-        """x [1, T, D] (already normed) → q [1, T, H, hd], k, v [1, T, KV, hd]."""
-        t, nq = x.shape[1], (self.h + self.kvh) * self.hd
-        qkv = F.linear(x, self.qkv)
-        qk = rope(self._heads_norm(qkv[..., :nq].view(1, t, self.h + self.kvh, self.hd), self.qk_norm))
-        return qk[:, :, : self.h], qk[:, :, self.h :], qkv[..., nq:].view(1, t, self.kvh, self.hd)
-
-    def qkv_store(self, x: Tensor, rope: Rope, cache: Tensor, rows: Tensor, triton: bool) -> Tensor:
-        """q [1, T, H, hd]; k and v go to cache ([2, rows, KV, hd]) at `rows`."""
+    def qkv_store(self, h: Tensor, rope: Rope, cache: Tensor, rows: Tensor, triton: bool) -> Tensor:
+        """h [1, T, D] (the residual stream, not normed) → q [1, T, H, hd]; RMSNorm, the q/k/v projection,
+        q/k norm and RoPE; k and v go to cache ([2, rows, KV, hd]) at `rows`."""
+        ln = self.layer.input_layernorm
         if triton:
-            from engine.fast.qkv_triton import qkv_store
+            from engine.fast.linear_triton import qkv_linear
 
-            qkv = F.linear(x, self.qkv)[0]
-            eps = self.attn.q_norm.eps
-            return qkv_store(
-                qkv, self.qk_norm, rope.cos_table, rope.sin_table, rope.positions, rows, cache, self.h, self.kvh, eps
-            )
-        q, k, v = self.qkv_rows(x, rope)
-        cache[0].index_copy_(0, rows, k[0])
-        cache[1].index_copy_(0, rows, v[0])
-        return q
+            return qkv_linear(
+                h[0], self.qkv, ln.weight, ln.eps, self.qk_norm, self.attn.q_norm.eps, rope.cos_table, rope.sin_table,
+                rope.positions, rows, cache, self.h, self.kvh,
+            )  # fmt: skip
+        t, nq = h.shape[1], (self.h + self.kvh) * self.hd
+        qkv = F.linear(norm(h, ln), self.qkv)
+        qk = rope(self._heads_norm(qkv[..., :nq].view(1, t, self.h + self.kvh, self.hd), self.qk_norm))
+        cache[0].index_copy_(0, rows, qk[0, :, self.h :])
+        cache[1].index_copy_(0, rows, qkv[0, :, nq:].view(t, self.kvh, self.hd))
+        return qk[:, :, : self.h]
 
-    def kv_rows(self, x: Tensor, rope: Rope) -> tuple[Tensor, Tensor]:
-        t, nk = x.shape[1], self.kvh * self.hd
-        kv = F.linear(x, self.kv)
+    def kv_store(self, ctx: Tensor, rope: Rope, cache: Tensor, rows: Tensor, triton: bool) -> None:
+        """The drafter's context: ctx [1, C, D] (already normed) → k, v at cache[0|1, rows]."""
+        if triton:
+            from engine.fast.linear_triton import qkv_linear
+
+            eps = self.attn.k_norm.eps
+            qkv_linear(
+                ctx[0], self.kv, None, 0.0, self.qk_norm[self.h :], eps, rope.cos_table, rope.sin_table, rope.positions,
+                rows, cache, 0, self.kvh,
+            )  # fmt: skip
+            return
+        t, nk = ctx.shape[1], self.kvh * self.hd
+        kv = F.linear(ctx, self.kv)
         k = rope(self._heads_norm(kv[..., :nk].view(1, t, self.kvh, self.hd), self.qk_norm[self.h :]))
-        return k, kv[..., nk:].view(1, t, self.kvh, self.hd)
+        cache[0].index_copy_(0, rows, k[0])
+        cache[1].index_copy_(0, rows, kv[0, :, nk:].view(t, self.kvh, self.hd))
 
     def attend(self, q: Tensor, cache: Tensor, keys: int, mask: Tensor) -> Tensor:
-        """q [1, T, H, hd] over cache rows [0, keys) (cache: [2, rows, KV, hd]); mask bool [T, keys]."""
+        """q [1, T, H, hd] over cache rows [0, keys) (cache: [2, rows, KV, hd]); mask bool [T, keys].
+        Returns the heads' outputs [1, T, H·hd] (before o_proj)."""
         out = F.scaled_dot_product_attention(
             q.transpose(1, 2),
             cache[0, :keys][None].transpose(1, 2),
@@ -101,7 +117,7 @@ class FusedLayer:
             attn_mask=mask,
             enable_gqa=self.kvh != self.h,
         )
-        return self.attn.o_proj(out.transpose(1, 2).reshape(1, q.shape[1], self.h * self.hd))
+        return out.transpose(1, 2).reshape(1, q.shape[1], self.h * self.hd)
 
     def attend_tree(self, q: Tensor, cache: Tensor, keys: int, past: Tensor, packed_mask: Tensor) -> Tensor:
         """Like `attend`, through the tree-attention kernel: rows [0, past) all visible, the T tree rows
@@ -109,11 +125,20 @@ class FusedLayer:
         from engine.kernels.tree_attention import tree_attention
 
         out = tree_attention(q, cache[0, :keys][None], cache[1, :keys][None], past, packed_mask)
-        return self.attn.o_proj(out.reshape(1, q.shape[1], self.h * self.hd))
+        return out.reshape(1, q.shape[1], self.h * self.hd)
 
-    def mlp(self, h: Tensor) -> Tensor:
+    def finish(self, h: Tensor, heads: Tensor, triton: bool) -> Tensor:
+        """h + o_proj(heads), then h + MLP(RMSNorm(h)): the rest of the layer."""
+        if triton:
+            from engine.fast.linear_triton import linear
+
+            ln = self.layer.post_attention_layernorm
+            h2 = linear(heads[0], self.attn.o_proj.weight, residual=h[0])
+            act = linear(h2, self.gate_up, norm=ln.weight, eps=ln.eps, swiglu=True)
+            return linear(act, self.layer.mlp.down_proj.weight, residual=h2)[None]
+        h = h + self.attn.o_proj(heads)
         gu = F.linear(norm(h, self.layer.post_attention_layernorm), self.gate_up)
-        return self.layer.mlp.down_proj(F.silu(gu[..., : self.inter]) * gu[..., self.inter :])
+        return h + self.layer.mlp.down_proj(F.silu(gu[..., : self.inter]) * gu[..., self.inter :])
 
 
 class FusedTarget:
@@ -121,7 +146,10 @@ class FusedTarget:
         self.model = model
         self.layers = [FusedLayer(layer) for layer in model.model.layers]
         self.sin = signed_sin(model.model.rotary)
-        self.triton = False  # set by FastPath on CUDA: q/k norm, RoPE and the cache write in one kernel
+        # Set by FastPath on CUDA: RMSNorm + q/k/v + q/k norm + RoPE + cache write in one kernel
+        # (`triton`), o_proj + residual, RMSNorm + gate/up + SwiGLU, down + residual in three (`triton_mlp`).
+        self.triton = False
+        self.triton_mlp = False
 
     def forward(
         self,
@@ -142,13 +170,13 @@ class FusedTarget:
         h = m.embed_tokens(ids[None])
         outputs = []
         for i, fl in enumerate(self.layers):
-            q = fl.qkv_store(norm(h, fl.layer.input_layernorm), rope, kv[i], rows, self.triton)
+            q = fl.qkv_store(h, rope, kv[i], rows, self.triton)
             if tree is not None:
-                h = h + fl.attend_tree(q, kv[i], keys, *tree)
+                heads = fl.attend_tree(q, kv[i], keys, *tree)
             else:
                 assert mask is not None
-                h = h + fl.attend(q, kv[i], keys, mask)
-            h = h + fl.mlp(h)
+                heads = fl.attend(q, kv[i], keys, mask)
+            h = fl.finish(h, heads, self.triton_mlp)
             if i in capture:
                 outputs.append(h[0])
         feats = torch.cat(outputs, dim=-1) if outputs else h[0, :, :0]
@@ -161,6 +189,7 @@ class FusedDrafter:
         self.layers = [FusedLayer(layer) for layer in drafter.layers]
         self.sin = signed_sin(drafter.rotary)
         self.triton = False
+        self.triton_mlp = False
 
     def project(self, feats: Tensor) -> Tensor:
         return norm(self.drafter.fc(feats[None]), self.drafter.hidden_norm)
@@ -170,26 +199,39 @@ class FusedDrafter:
         ctx = self.project(feats)
         rope = Rope(self.drafter.rotary, self.sin, positions, ctx.dtype)
         for i, fl in enumerate(self.layers):
-            k, v = fl.kv_rows(ctx, rope)
-            dkv[i, 0].index_copy_(0, rows, k[0])
-            dkv[i, 1].index_copy_(0, rows, v[0])
+            fl.kv_store(ctx, rope, dkv[i], rows, self.triton)
 
     def forward(
-        self, block_emb: Tensor, block_pos: Tensor, feats: Tensor, ctx_pos: Tensor, dkv: Tensor, keys: int, mask: Tensor
+        self,
+        block_emb: Tensor,
+        block_pos: Tensor,
+        feats: Tensor,
+        ctx_pos: Tensor,
+        dkv: Tensor,
+        keys: int,
+        mask: Tensor | None,
+        past: Tensor | None = None,
     ) -> Tensor:
         """One draft pass. block_emb [Q, H] at block_pos [Q]; feats [Q, F]: target features of the
         newly committed tokens at ctx_pos (rows past the committed ones are scratch: the block's
-        own K/V, written after, overwrite them). mask: bool [Q, keys]. Returns normed hidden [Q, H]."""
+        own K/V, written after, overwrite them). mask: bool [Q, keys]; or `past` (0-dim, = the
+        block's end row): every row before it is visible, through the tree-attention kernel with an
+        empty tree mask (the block rows are then ordinary past rows, seen by every query, as DFlash's
+        bidirectional block wants). Returns normed hidden [Q, H]."""
         d = self.drafter
         ctx = self.project(feats)
         q_rope = Rope(d.rotary, self.sin, block_pos, ctx.dtype)
         c_rope = Rope(d.rotary, self.sin, ctx_pos, ctx.dtype)
         h = block_emb[None]
+        no_tree = torch.zeros(block_emb.shape[0], 1, dtype=torch.int32, device=h.device) if past is not None else None
         for i, fl in enumerate(self.layers):
-            k_ctx, v_ctx = fl.kv_rows(ctx, c_rope)
-            dkv[i, 0].index_copy_(0, ctx_pos, k_ctx[0])
-            dkv[i, 1].index_copy_(0, ctx_pos, v_ctx[0])
-            q = fl.qkv_store(norm(h, fl.layer.input_layernorm), q_rope, dkv[i], block_pos, self.triton)
-            h = h + fl.attend(q, dkv[i], keys, mask)
-            h = h + fl.mlp(h)
+            fl.kv_store(ctx, c_rope, dkv[i], ctx_pos, self.triton)
+            q = fl.qkv_store(h, q_rope, dkv[i], block_pos, self.triton)
+            if past is not None:
+                assert no_tree is not None
+                heads = fl.attend_tree(q, dkv[i], keys, past, no_tree)
+            else:
+                assert mask is not None
+                heads = fl.attend(q, dkv[i], keys, mask)
+            h = fl.finish(h, heads, self.triton_mlp)
         return norm(h, d.norm)[0]

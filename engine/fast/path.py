@@ -29,6 +29,7 @@ from torch import Tensor
 from engine.drafter import DFlashDrafter
 from engine.fast import tree_ops
 from engine.fast.forward import FusedDrafter, FusedTarget, kv_buffer
+from engine.kernels.tree_attention import pack_tree_mask
 from engine.model import Qwen3ForCausalLM
 from engine.sampling import SamplingParams
 from engine.stats import GenerationStats
@@ -104,6 +105,7 @@ class TreeBuffers:
         self.parents = torch.zeros(t, dtype=torch.long, device=device)
         self.depths = torch.zeros(t, dtype=torch.long, device=device)
         self.visible = torch.eye(t, dtype=torch.bool, device=device)
+        self.packed = pack_tree_mask(self.visible)  # the tree-attention kernel's form of `visible`
         self.choices = torch.zeros(t, dtype=torch.long, device=device)
         self.feats = torch.zeros(t, feat_width, dtype=dtype, device=device)
 
@@ -115,6 +117,7 @@ class TreeBuffers:
         self.parents.copy_(tree.parents)
         self.depths.copy_(tree.depths)
         self.visible.copy_(tree.visible)
+        self.packed.copy_(pack_tree_mask(tree.visible))
 
 
 class FastPath:
@@ -168,9 +171,12 @@ class FastPath:
             and importlib.util.find_spec("triton") is not None
         )
         triton_ok = dev.type == "cuda" and importlib.util.find_spec("triton") is not None
-        self.fused_target.triton = triton_ok and os.environ.get("ENGINE_TRITON_QKV", "1") != "0"
-        if self.fused_drafter is not None:
-            self.fused_drafter.triton = self.fused_target.triton
+        # Layers in Triton kernels (fast/linear_triton.py): ENGINE_TRITON_QKV=0 keeps RMSNorm + q/k/v +
+        # q/k norm + RoPE + cache write in PyTorch ops, ENGINE_TRITON_MLP=0 o_proj and the MLP.
+        for fused in (self.fused_target, self.fused_drafter):
+            if fused is not None:
+                fused.triton = triton_ok and os.environ.get("ENGINE_TRITON_QKV", "1") != "0"
+                fused.triton_mlp = triton_ok and os.environ.get("ENGINE_TRITON_MLP", "1") != "0"
         # The commit stage as one Triton kernel (ENGINE_TRITON_COMMIT=0: the PyTorch ops below); its
         # tl.arange needs power-of-two block and K/V row widths.
         width = self.kv.shape[3] * self.kv.shape[4]
@@ -180,6 +186,8 @@ class FastPath:
         # mask and was 3-9x faster than SDPA per call on the H200), or ENGINE_TREE_ATTENTION=sdpa for
         # SDPA with a dense [T, keys] mask (also what runs on the CPU).
         self.tree_attention = triton_ok and os.environ.get("ENGINE_TREE_ATTENTION", "triton") == "triton"
+        # The draft pass through the same kernel (its block as past rows), unless a window must hide rows.
+        self.draft_kernel = self.tree_attention and draft_window is None
         self.graphs = Graphs(graphs and dev.type == "cuda")
         self.clock = Clock(dev.type == "cuda")
 
@@ -207,15 +215,18 @@ class FastPath:
         self.block_ids[:1].copy_(self.bonus)
         block_pos = s + self.index[:block]
         ctx_pos = s - self.n_new + self.index[:block]
-        cols = self.index[:keys]
-        context = cols < s
-        if self.draft_window is not None:
-            context &= cols >= s - self.draft_window
-        visible = context | ((cols >= s) & (cols < s + block))
         emb = self.target.model.embed_tokens(self.block_ids)
-        h = self.fused_drafter.forward(
-            emb, block_pos, self.feats, ctx_pos, self.dkv, keys, visible[None].expand(block, keys)
-        )
+        if self.draft_kernel:  # every row before the block's end is visible: no mask to build
+            h = self.fused_drafter.forward(emb, block_pos, self.feats, ctx_pos, self.dkv, keys, None, past=s[0] + block)
+        else:
+            cols = self.index[:keys]
+            context = cols < s
+            if self.draft_window is not None:
+                context &= cols >= s - self.draft_window
+            visible = context | ((cols >= s) & (cols < s + block))
+            h = self.fused_drafter.forward(
+                emb, block_pos, self.feats, ctx_pos, self.dkv, keys, visible[None].expand(block, keys)
+            )
         self.draft_logits.copy_(self._logits(h[1:]) + self.ban)
 
     def _tree(self, algorithm: str, budget: int, k: int) -> None:
@@ -227,35 +238,37 @@ class FastPath:
             return
         if self.use_triton_tree:  # writes straight into the static tree buffers
             self.triton_trees[(budget, k)].build(self.bonus, self.draft_logits)  # type: ignore[attr-defined]
-            return
+            return  # (the Triton build also writes the packed mask)
         top = torch.log_softmax(self.draft_logits, -1).topk(k, dim=-1)
         tree = tree_ops.build_tree(self.plans[(budget, k)], self.bonus, top.indices, top.values)
         self._buffers(1 + budget).store(tree)
 
     def _verify(self, t: int, keys: int) -> None:
         buf, s = self._buffers(t), self.start
+        capture = self.capture if t > 1 else ()  # ar has no drafter to feed
         if self.tree_attention:
-            from engine.kernels.tree_attention import pack_tree_mask
-
             hidden, feats = self.fused_target.forward(
-                buf.tokens, s + buf.depths, self.kv, s + self.index[:t], keys, None, self.capture,
-                tree=(s[0], pack_tree_mask(buf.visible)),
-            )  # fmt: skip
-            buf.choices.copy_((self._logits(hidden) + self.ban).argmax(-1))
-            buf.feats.copy_(feats)
-            return
-        cols = self.index[:keys]
-        rel = cols - s
-        in_tree = (rel >= 0) & (rel < t)
-        mask = (cols < s)[None, :] | (in_tree[None, :] & buf.visible[:, rel.clamp(0, t - 1)])
-        hidden, feats = self.fused_target.forward(
-            buf.tokens, s + buf.depths, self.kv, s + self.index[:t], keys, mask, self.capture
-        )
+                buf.tokens, s + buf.depths, self.kv, s + self.index[:t], keys, None, capture, tree=(s[0], buf.packed)
+            )
+        else:
+            cols = self.index[:keys]
+            rel = cols - s
+            in_tree = (rel >= 0) & (rel < t)
+            mask = (cols < s)[None, :] | (in_tree[None, :] & buf.visible[:, rel.clamp(0, t - 1)])
+            hidden, feats = self.fused_target.forward(
+                buf.tokens, s + buf.depths, self.kv, s + self.index[:t], keys, mask, capture
+            )
         buf.choices.copy_((self._logits(hidden) + self.ban).argmax(-1))
-        buf.feats.copy_(feats)
+        if t > 1:
+            buf.feats.copy_(feats)
 
     def _commit(self, t: int) -> None:
         buf, block = self._buffers(t), self.block
+        if t == 1 and self.triton_commit:  # ar: the same five updates in one kernel
+            from engine.fast.commit_triton import commit_one
+
+            commit_one(buf.choices, self.result, self.start, self.bonus, block)
+            return
         if t == 1:  # ar: the one node is accepted; its choice is the next bonus
             self.result[0].fill_(1)
             self.result[1:2].copy_(self.bonus)
@@ -314,7 +327,8 @@ class FastPath:
                 self._commit(1)
 
             return [(("ar", verify_keys), step)]
-        draft_keys = bucket(start + self.block)
+        # The kernel also reads (masked) the block-wide rows after the block: keep them inside the bucket.
+        draft_keys = bucket(start + self.block * (2 if self.draft_kernel else 1))
         return [
             (("draft", draft_keys), lambda: self._draft(draft_keys)),
             (("tree", algorithm, budget, k), lambda: self._tree(algorithm, budget, k)),
@@ -343,8 +357,8 @@ class FastPath:
             if self.use_triton_tree:
                 from engine.fast.tree_triton import TritonTree  # needs triton, present with CUDA builds
 
-                plan, out = self.plans[(budget, k)], self._buffers(1 + budget).tree()
-                self.triton_trees[(budget, k)] = TritonTree(plan, vocab, self.device, out)
+                plan, buf = self.plans[(budget, k)], self._buffers(1 + budget)
+                self.triton_trees[(budget, k)] = TritonTree(plan, vocab, self.device, buf.tree(), buf.packed)
         nodes = dec.nodes_per_round(algorithm, budget)
         speculative = algorithm != "ar"
         stats = GenerationStats(

@@ -106,12 +106,15 @@ def _assemble_kernel(
     parents,
     depths,
     visible,
+    packed,
     K,
     B: tl.constexpr,
     N: tl.constexpr,
     NP: tl.constexpr,
+    PACK: tl.constexpr,
 ):
-    """One program per node i (0 = root): its token, parent, depth and ancestor row, from `order`."""
+    """One program per node i (0 = root): its token, parent, depth and ancestor row, from `order`;
+    with PACK also the row as the tree-attention kernel's int32 bit words (`pack_tree_mask`)."""
     i = tl.program_id(0)
     cols = tl.arange(0, NP)
     row = (cols == 0) | (cols == i)
@@ -141,6 +144,10 @@ def _assemble_kernel(
             da -= 1
             row = row | (cols == tl.load(node_of + a))
     tl.store(visible + i * N + cols, row.to(tl.int1), mask=cols < N)
+    if PACK:  # distinct bits: their int32 sum is their bitwise or (bit 31 included)
+        words = tl.sum(tl.reshape(row.to(tl.int32) << (cols % 32), [NP // 32, 32]), axis=1)
+        w = tl.arange(0, NP // 32)
+        tl.store(packed + i * ((N + 31) // 32) + w, words, mask=w < (N + 31) // 32)
 
 
 def _pow2(n: int) -> int:
@@ -156,7 +163,10 @@ class TritonTree:
         vocab: int,
         device: torch.device,
         out: tree_ops.DeviceTree | None = None,
+        packed: Tensor | None = None,
     ) -> None:
+        """out: where the tree goes (the decoder's static tree buffers), else fresh tensors; packed
+        (int32 [1+B, ceil((1+B) / 32)]): where the packed ancestor mask goes, if anywhere."""
         self.plan, self.vocab = plan, vocab
         b, k, depth = plan.budget, plan.k, plan.depth_limit
         self.pair_parent = plan.parent_pos.to(torch.int32)
@@ -167,7 +177,8 @@ class TritonTree:
         self.pick = torch.zeros(depth * b, dtype=torch.int32, device=device)
         self.order = torch.zeros(b, dtype=torch.int32, device=device)
         self.node_of = torch.zeros(depth * b, dtype=torch.int32, device=device)
-        n = b + 1  # `out`: where the tree goes (the decoder's static tree buffers), else fresh tensors
+        n = b + 1
+        self.packed = packed
         self.out = out or tree_ops.DeviceTree(
             torch.zeros(n, dtype=torch.long, device=device),
             torch.zeros(n, dtype=torch.long, device=device),
@@ -190,8 +201,10 @@ class TritonTree:
         _node_of_kernel[(1,)](self.order, self.node_of, B=b, BP=_pow2(b), num_warps=4)
         n = b + 1
         out = self.out
+        packed = self.packed
         _assemble_kernel[(n,)](
             root, self.order, self.node_of, self.score, self.pick, self.pair_parent, self.pair_rank, self.top_ids,
-            out.tokens, out.parents, out.depths, out.visible, k, B=b, N=n, NP=_pow2(n), num_warps=2,
+            out.tokens, out.parents, out.depths, out.visible, packed if packed is not None else out.visible, k, B=b,
+            N=n, NP=max(32, _pow2(n)), PACK=packed is not None, num_warps=2,
         )  # fmt: skip
         return out

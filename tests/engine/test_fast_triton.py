@@ -1,6 +1,7 @@
 """The fast path's Triton kernels against the PyTorch ops they replace: the tree build
-(engine.fast.tree_triton vs engine.fast.tree_ops), the q/k norm + RoPE + cache write
-(engine.fast.qkv_triton vs FusedLayer's PyTorch ops) and the commit stage (engine.fast.commit_triton
+(engine.fast.tree_triton vs engine.fast.tree_ops), the layers' fused projections, norms, RoPE, cache
+writes and MLP, and the drafter's attention through the tree kernel (engine.fast.linear_triton vs
+FusedLayer's PyTorch ops) and the commit stage (engine.fast.commit_triton
 vs tree_ops.walk + tree_ops.compact). On the CPU through Triton's interpreter
 (a subprocess, as TRITON_INTERPRET must be set before triton is imported), on the GPU compiled
 (skipped without CUDA)."""
@@ -23,6 +24,7 @@ CHECK = """
 import sys, torch
 from engine.fast import tree_ops
 from engine.fast.tree_triton import TritonTree
+from engine.kernels.tree_attention import pack_tree_mask
 device = sys.argv[1]
 cases = [(1, 50, 1), (3, 300, 5), (6, 200, 16), (2, 40, 64), (4, 120, 30)] if device == "cpu" else \\
     [(15, 4096, b) for b in (16, 32, 64, 128, 256)] + [(7, 1000, 100)]
@@ -34,7 +36,9 @@ for seed, (depth, vocab, budget) in enumerate(cases):
     plan = tree_ops.TreePlan(budget, k, depth, device)
     top = torch.log_softmax(logits, -1).topk(k)
     want = tree_ops.build_tree(plan, torch.tensor([9], device=device), top.indices, top.values)
-    got = TritonTree(plan, vocab, torch.device(device)).build(torch.tensor([9], device=device), logits)
+    packed = torch.zeros(budget + 1, (budget + 32) // 32, dtype=torch.int32, device=device)
+    got = TritonTree(plan, vocab, torch.device(device), packed=packed).build(torch.tensor([9], device=device), logits)
+    assert torch.equal(packed, pack_tree_mask(got.visible)), seed
     if device == "cpu":  # small cases: no near-ties, so float32 and float64 scores order alike
         for name in ("tokens", "parents", "depths", "visible"):
             assert torch.equal(getattr(got, name), getattr(want, name)), (seed, name)
@@ -53,27 +57,62 @@ print("ok", len(cases))
 """
 
 
-QKV_CHECK = """
+LAYER_CHECK = """
 import sys, torch
 from engine.runtime import MODELS_DIR, load_decoder
-from engine.fast.forward import FusedTarget
+from engine.fast.forward import FusedDrafter, FusedTarget
 device = sys.argv[1]
-dec = load_decoder(MODELS_DIR / "tiny" / "target", None, device=device, dtype="float32", algorithm="ar")
-fused = FusedTarget(dec.target)
+dec = load_decoder(MODELS_DIR / "tiny" / "target", MODELS_DIR / "tiny" / "draft", device=device, dtype="float32")
 cfg = dec.target.config
-t, keys = 7, 64
-ids = torch.randint(0, cfg.vocab_size, (t,), device=device)
-pos = torch.arange(30, 30 + t, device=device)
-kv = torch.randn(cfg.num_hidden_layers, 2, 128, cfg.num_key_value_heads, cfg.head_dim, device=device)
-kv2 = kv.clone()
-mask = torch.rand(t, keys, device=device) < 0.7
-mask[:, 0] = True
+def target_pass(fused, t):
+    ids = torch.randint(0, cfg.vocab_size, (t,), generator=torch.Generator().manual_seed(t)).to(device)
+    pos = torch.arange(30, 30 + t, device=device)
+    kv = torch.randn(cfg.num_hidden_layers, 2, 128, cfg.num_key_value_heads, cfg.head_dim,
+                     generator=torch.Generator().manual_seed(1)).to(device)
+    mask = torch.rand(t, 64, generator=torch.Generator().manual_seed(2)).to(device) < 0.7
+    mask[:, 0] = True
+    h, f = fused.forward(ids, pos, kv, pos, 64, mask, [0, 2])
+    return h, f, kv
+def draft_pass(fused, t):
+    d = dec.drafter.config
+    g = torch.Generator().manual_seed(3)
+    emb, feats = torch.randn(t, d.hidden_size, generator=g), torch.randn(t, 2 * d.hidden_size, generator=g)
+    dkv = torch.randn(d.num_hidden_layers, 2, 128, d.num_key_value_heads, d.head_dim, generator=g).to(device)
+    ctx_pos, block_pos = torch.arange(40, 40 + t, device=device), torch.arange(43, 43 + t, device=device)
+    mask = torch.arange(64, device=device)[None, :].expand(t, -1) < 43 + t
+    h = fused.forward(emb.to(device), block_pos, feats.to(device), ctx_pos, dkv, 64, mask)
+    past = torch.tensor(43 + t, device=device)  # the kernel's form of the same visibility
+    return h, dkv, past
 with torch.inference_mode():
-    h1, f1 = fused.forward(ids, pos, kv, pos, keys, mask, [0])
-    fused.triton = True
-    h2, f2 = fused.forward(ids, pos, kv2, pos, keys, mask, [0])
-assert (h1 - h2).abs().max() < 1e-4 and (kv - kv2).abs().max() < 1e-4, ((h1 - h2).abs().max(), (kv - kv2).abs().max())
-print("ok qkv")
+    for t in (1, 7, 33):  # one row, a short tree, more rows than one tile
+        want = target_pass(FusedTarget(dec.target), t)
+        fused = FusedTarget(dec.target)
+        fused.triton = fused.triton_mlp = True
+        got = target_pass(fused, t)
+        for a, b in zip(want, got):
+            assert (a - b).abs().max() < 1e-4, (t, (a - b).abs().max())
+    for t in (4, 8):
+        want = draft_pass(FusedDrafter(dec.drafter), t)
+        fused = FusedDrafter(dec.drafter)
+        fused.triton = fused.triton_mlp = True
+        got = draft_pass(fused, t)
+        for a, b in zip(want[:2], got[:2]):
+            assert (a - b).abs().max() < 1e-4, (t, (a - b).abs().max())
+        d = dec.drafter.config
+        g = torch.Generator().manual_seed(3)
+        emb, feats = torch.randn(t, d.hidden_size, generator=g), torch.randn(t, 2 * d.hidden_size, generator=g)
+        dkv = torch.randn(d.num_hidden_layers, 2, 128, d.num_key_value_heads, d.head_dim, generator=g).to(device)
+        h = fused.forward(emb.to(device), torch.arange(43, 43 + t, device=device), feats.to(device),
+                          torch.arange(40, 40 + t, device=device), dkv, 64 + t, None, past=want[2])
+        assert (h - want[0]).abs().max() < 1e-4, (t, (h - want[0]).abs().max())
+from engine.kernels.tree_attention import tree_attention
+g = torch.Generator().manual_seed(4)  # the kernel itself, empty tree: rows [0, past) visible, nothing after
+q, k, v = (torch.randn(1, n, h, 32, generator=g).to(device) for n, h in ((8, 4), (80, 2), (80, 2)))
+empty = torch.zeros(8, 1, dtype=torch.int32, device=device)
+got = tree_attention(q, k, v, torch.tensor(50, device=device), empty, impl="triton")
+want = tree_attention(q, k[:, :50], v[:, :50], 42, torch.ones(8, 8, dtype=torch.bool, device=device), impl="torch")
+assert (got - want).abs().max() < 1e-4, (got - want).abs().max()
+print("ok layers")
 """
 
 
@@ -117,6 +156,11 @@ for seed, budget in enumerate([1, 4, 16, 40, 64, 100, 8, 30]):
     assert int(st) == end and int(bonus) == int(w.bonus) and int(n_new) == n, seed
     lengths.append(n)
 assert max(lengths) >= 4, lengths  # the walks went deep, not just the root
+from engine.fast.commit_triton import commit_one  # ar's commit
+result, st = torch.zeros(block + 3, dtype=torch.long, device=device), torch.tensor([5], device=device)
+bonus = torch.tensor([3], device=device)
+commit_one(torch.tensor([7], device=device), result, st, bonus, block)
+assert result.tolist() == [1, 3] + [0] * (block - 1) + [7, 0] and int(bonus) == 7 and int(st) == 6, result
 print("ok commit")
 """
 
@@ -139,13 +183,13 @@ def test_the_compiled_kernels_build_the_pytorch_tree_on_the_gpu() -> None:
     assert "ok 6" in run_check("cuda", {})
 
 
-def test_the_interpreted_qkv_kernel_matches_the_pytorch_ops() -> None:
-    assert "ok qkv" in run_check("cpu", {"TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1"}, QKV_CHECK)
+def test_the_interpreted_layer_kernels_match_the_pytorch_ops() -> None:
+    assert "ok layers" in run_check("cpu", {"TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1"}, LAYER_CHECK)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_the_compiled_qkv_kernel_matches_the_pytorch_ops_on_the_gpu() -> None:
-    assert "ok qkv" in run_check("cuda", {}, QKV_CHECK)
+def test_the_compiled_layer_kernels_match_the_pytorch_ops_on_the_gpu() -> None:
+    assert "ok layers" in run_check("cuda", {}, LAYER_CHECK)
 
 
 def test_the_interpreted_commit_kernel_matches_walk_and_compaction() -> None:

@@ -1,0 +1,219 @@
+"""The projections of a layer as Triton kernels with their neighbours fused in.
+
+A small model is launch-bound: each PyTorch op is a kernel of a few microseconds, however little it
+computes. Per layer the PyTorch path runs RMSNorm, the q/k/v matmul, the q/k norm + RoPE + cache
+write, o_proj, the residual add, RMSNorm, gate/up, SiLU, the product, down and the residual add;
+with these kernels that is four launches besides attention:
+
+  qkv_linear   RMSNorm of the input (prologue) → x·Wqkvᵀ → per-head RMSNorm of q and k, RoPE,
+               q to its buffer and k, v straight into the cache rows (epilogue). One program per
+               (row tile, head); the head's two halves are separate accumulators, which is what
+               rotate-half RoPE pairs up. Without the norm it also serves the drafter's context K/V.
+  linear       x·Wᵀ with an optional RMSNorm prologue and one epilogue: SwiGLU (W = [gate; up],
+               out = silu(x·Wgᵀ) · x·Wuᵀ) or the residual add (out = res + x·Wᵀ).
+
+Numerics: fp32 accumulation and one rounding of the result, where PyTorch rounds after each op; the
+normalised input is rounded to the weight dtype before the matmul and q/k/v before their norm, as
+PyTorch does. Each output row depends only on its own input row and the launch settings, which do
+not change with the row count, so a 1-row pass and a 65-row pass compute a row alike (cuBLAS picks
+different kernels for the two). fp32 inputs use IEEE matmuls (no TF32), so fp32 stays exact enough
+for the CPU comparison (tests/engine/test_fast_triton.py).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+BLOCK_K = 64
+
+
+def _block_m(m: int) -> int:
+    return 16 if m <= 16 else 32 if m <= 32 else 64
+
+
+@triton.jit
+def _inv_rms(x_ptr, stride, rows, row_ok, eps, K, BLOCK_K: tl.constexpr, BLOCK_M: tl.constexpr):
+    """1 / rms of each row, in fp32."""
+    ss = tl.zeros([BLOCK_M], tl.float32)
+    cols = tl.arange(0, BLOCK_K)
+    for k0 in range(0, K, BLOCK_K):
+        mask = row_ok[:, None] & (k0 + cols < K)[None, :]
+        x = tl.load(x_ptr + rows[:, None] * stride + (k0 + cols)[None, :], mask=mask, other=0.0).to(tl.float32)
+        ss += tl.sum(x * x, axis=1)
+    return 1.0 / tl.sqrt(ss / K + eps)
+
+
+@triton.jit
+def _x_tile(
+    x_ptr, stride, rows, row_ok, k0, K, inv, norm_w, PRE_NORM: tl.constexpr, dtype: tl.constexpr, BLOCK_K: tl.constexpr
+):
+    """Rows × BLOCK_K of the input, normalised (weight included) and rounded to `dtype` if PRE_NORM."""
+    cols = k0 + tl.arange(0, BLOCK_K)
+    k_ok = cols < K
+    x = tl.load(x_ptr + rows[:, None] * stride + cols[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+    if PRE_NORM:
+        w = tl.load(norm_w + cols, mask=k_ok, other=0.0).to(tl.float32)
+        x = (x.to(tl.float32) * inv[:, None] * w[None, :]).to(dtype)
+    return x.to(dtype)
+
+
+@triton.jit(do_not_specialize=["M"])  # one compiled variant for every row count
+def _linear_kernel(
+    x_ptr, w_ptr, out_ptr, norm_w, res_ptr,
+    M, N, K, eps, stride_x, stride_o, stride_r,
+    PRE_NORM: tl.constexpr, SWIGLU: tl.constexpr, RESIDUAL: tl.constexpr, IEEE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_ok, col_ok = rows < M, cols < N
+    inv = tl.zeros([BLOCK_M], tl.float32)
+    if PRE_NORM:
+        inv = _inv_rms(x_ptr, stride_x, rows, row_ok, eps, K, BLOCK_K, BLOCK_M)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    up = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    ks = tl.arange(0, BLOCK_K)
+    dtype = w_ptr.dtype.element_ty
+    for k0 in range(0, K, BLOCK_K):
+        x = _x_tile(x_ptr, stride_x, rows, row_ok, k0, K, inv, norm_w, PRE_NORM, dtype, BLOCK_K)
+        k_ok = k0 + ks < K
+        w_mask = k_ok[:, None] & col_ok[None, :]
+        w = tl.load(w_ptr + cols[None, :] * K + (k0 + ks)[:, None], mask=w_mask, other=0.0)  # [BLOCK_K, BLOCK_N]
+        if IEEE:
+            acc += tl.dot(x, w, input_precision="ieee")
+        else:
+            acc += tl.dot(x, w)
+        if SWIGLU:  # the up rows follow the N gate rows
+            wu = tl.load(w_ptr + (cols + N)[None, :] * K + (k0 + ks)[:, None], mask=w_mask, other=0.0)
+            if IEEE:
+                up += tl.dot(x, wu, input_precision="ieee")
+            else:
+                up += tl.dot(x, wu)
+    if SWIGLU:  # PyTorch rounds gate and up before SiLU and the product: so do we
+        g = acc.to(dtype).to(tl.float32)
+        acc = (g / (1.0 + tl.exp(-g))).to(dtype).to(tl.float32) * up.to(dtype).to(tl.float32)
+    mask = row_ok[:, None] & col_ok[None, :]
+    if RESIDUAL:
+        acc = acc.to(dtype).to(tl.float32) + tl.load(
+            res_ptr + rows[:, None] * stride_r + cols[None, :], mask=mask, other=0.0
+        ).to(tl.float32)
+    tl.store(out_ptr + rows[:, None] * stride_o + cols[None, :], acc.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit(do_not_specialize=["M"])
+def _qkv_kernel(
+    x_ptr, w_ptr, norm_w, qk_norm, cos, sin, positions, dest_rows, q_out, k_cache, v_cache,
+    M, K, eps, qk_eps, stride_x,
+    H: tl.constexpr, KV: tl.constexpr, HD: tl.constexpr, PRE_NORM: tl.constexpr, IEEE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    j = tl.program_id(1)  # head: q heads, then k heads, then v heads
+    row_ok = rows < M
+    half = tl.arange(0, HD // 2)
+    inv = tl.zeros([BLOCK_M], tl.float32)
+    if PRE_NORM:
+        inv = _inv_rms(x_ptr, stride_x, rows, row_ok, eps, K, BLOCK_K, BLOCK_M)
+    lo = tl.zeros([BLOCK_M, HD // 2], tl.float32)  # the head's first half, then its second
+    hi = tl.zeros([BLOCK_M, HD // 2], tl.float32)
+    ks = tl.arange(0, BLOCK_K)
+    dtype = w_ptr.dtype.element_ty
+    w_head = w_ptr + j * HD * K
+    for k0 in range(0, K, BLOCK_K):
+        x = _x_tile(x_ptr, stride_x, rows, row_ok, k0, K, inv, norm_w, PRE_NORM, dtype, BLOCK_K)
+        k_ok = (k0 + ks < K)[:, None]
+        w_lo = tl.load(w_head + half[None, :] * K + (k0 + ks)[:, None], mask=k_ok, other=0.0)
+        w_hi = tl.load(w_head + (half + HD // 2)[None, :] * K + (k0 + ks)[:, None], mask=k_ok, other=0.0)
+        if IEEE:
+            lo += tl.dot(x, w_lo, input_precision="ieee")
+            hi += tl.dot(x, w_hi, input_precision="ieee")
+        else:
+            lo += tl.dot(x, w_lo)
+            hi += tl.dot(x, w_hi)
+    dest = tl.load(dest_rows + rows, mask=row_ok, other=0)
+    lo = lo.to(dtype)
+    hi = hi.to(dtype)
+    ok = row_ok[:, None]
+    if j < H + KV:
+        a = lo.to(tl.float32)
+        b = hi.to(tl.float32)
+        inv_h = 1.0 / tl.sqrt((tl.sum(a * a, axis=1) + tl.sum(b * b, axis=1)) / HD + qk_eps)
+        wa = tl.load(qk_norm + j * HD + half).to(tl.float32)[None, :]
+        wb = tl.load(qk_norm + j * HD + HD // 2 + half).to(tl.float32)[None, :]
+        pos = tl.load(positions + rows, mask=row_ok, other=0)[:, None]
+        c_lo = tl.load(cos + pos * HD + half[None, :], mask=ok, other=0.0)
+        c_hi = tl.load(cos + pos * HD + HD // 2 + half[None, :], mask=ok, other=0.0)
+        s_lo = tl.load(sin + pos * HD + half[None, :], mask=ok, other=0.0)  # negated half of the table
+        s_hi = tl.load(sin + pos * HD + HD // 2 + half[None, :], mask=ok, other=0.0)
+        y_lo = (a * wa * c_lo + b * wb * s_lo) * inv_h[:, None]
+        y_hi = (b * wb * c_hi + a * wa * s_hi) * inv_h[:, None]
+        if j < H:
+            base = q_out + (rows[:, None] * H + j) * HD
+        else:
+            base = k_cache + (dest[:, None] * KV + (j - H)) * HD
+        tl.store(base + half[None, :], y_lo.to(base.dtype.element_ty), mask=ok)
+        tl.store(base + HD // 2 + half[None, :], y_hi.to(base.dtype.element_ty), mask=ok)
+    else:
+        base = v_cache + (dest[:, None] * KV + (j - H - KV)) * HD
+        tl.store(base + half[None, :], lo, mask=ok)
+        tl.store(base + HD // 2 + half[None, :], hi, mask=ok)
+
+
+def linear(
+    x: Tensor,
+    weight: Tensor,
+    *,
+    norm: Tensor | None = None,
+    eps: float = 1e-6,
+    residual: Tensor | None = None,
+    swiglu: bool = False,
+) -> Tensor:
+    """x [M, K] (rows contiguous) → [M, N]: (RMSNorm(x)·norm if `norm`)·weightᵀ, then SwiGLU
+    (weight = [gate; up], N = rows / 2) or + residual [M, N]."""
+    m, k = x.shape
+    n = weight.shape[0] // 2 if swiglu else weight.shape[0]
+    out = torch.empty(m, n, dtype=x.dtype, device=x.device)
+    res = residual if residual is not None else out
+    block_m, block_n = _block_m(m), 32 if swiglu else 64
+    grid = (triton.cdiv(m, block_m), triton.cdiv(n, block_n))
+    _linear_kernel[grid](
+        x, weight, out, norm if norm is not None else weight, res, m, n, k, eps, x.stride(0), out.stride(0),
+        res.stride(0), PRE_NORM=norm is not None, SWIGLU=swiglu, RESIDUAL=residual is not None,
+        IEEE=weight.dtype == torch.float32, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=BLOCK_K, num_warps=4,
+    )  # fmt: skip
+    return out
+
+
+def qkv_linear(
+    x: Tensor,
+    weight: Tensor,
+    norm: Tensor | None,
+    eps: float,
+    qk_norm: Tensor,
+    qk_eps: float,
+    cos: Tensor,
+    sin: Tensor,
+    positions: Tensor,
+    rows: Tensor,
+    cache: Tensor,
+    heads: int,
+    kv_heads: int,
+) -> Tensor:
+    """x [M, K] → q [1, M, heads, hd] (empty when heads = 0); k, v written at cache[0|1, rows].
+
+    weight: [(heads + 2·kv_heads)·hd, K] (q rows, k rows, v rows); qk_norm: [heads + kv_heads, hd]
+    per-head norm weights; cos, sin: [positions, hd] tables (sin's first half negated)."""
+    m, k = x.shape
+    hd = cache.shape[-1]
+    q = torch.empty(1, m, heads, hd, dtype=x.dtype, device=x.device)
+    block_m = _block_m(m)
+    grid = (triton.cdiv(m, block_m), heads + 2 * kv_heads)
+    _qkv_kernel[grid](
+        x, weight, norm if norm is not None else weight, qk_norm, cos, sin, positions, rows, q, cache[0], cache[1],
+        m, k, eps, qk_eps, x.stride(0), H=heads, KV=kv_heads, HD=hd, PRE_NORM=norm is not None,
+        IEEE=weight.dtype == torch.float32, BLOCK_M=block_m, BLOCK_K=BLOCK_K, num_warps=4,
+    )  # fmt: skip
+    return q
