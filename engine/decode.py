@@ -78,10 +78,11 @@ class Decoder:
         self.max_context = max_context or target.config.max_position_embeddings
         if self.max_context < 2:
             raise RequestError(f"max_context must be at least 2 (got {self.max_context})")
-        # Tree nodes sit up to block_size − 1 positions past the committed context.
-        target.model.rotary.ensure(self.max_context + self.block_size)
+        # Tree nodes sit up to block_size − 1 positions past the committed context, and the fast path
+        # may run one round past the end (engine/fast/path.py: a round in flight) and draft a block after it.
+        target.model.rotary.ensure(self.max_context + 3 * self.block_size)
         if drafter is not None:
-            drafter.rotary.ensure(self.max_context + self.block_size)
+            drafter.rotary.ensure(self.max_context + 3 * self.block_size)
         self.capture = drafter.config.target_layer_ids if drafter is not None else []
         self.mask_id = drafter.config.mask_token_id if drafter is not None else None
         self.algorithm, self.budget = self.check(algorithm, budget)

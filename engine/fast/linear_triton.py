@@ -13,8 +13,9 @@ with these kernels that is four launches besides attention:
                out = silu(x·Wgᵀ) · x·Wuᵀ) or the residual add (out = res + x·Wᵀ).
 
 Numerics: fp32 accumulation and one rounding of the result, where PyTorch rounds after each op; the
-normalised input is rounded to the weight dtype before the matmul and q/k/v before their norm, as
-PyTorch does. Each output row depends only on its own input row and the launch settings, which do
+input times the norm weight is rounded to the weight dtype before the matmul (PyTorch rounds the
+normalised input: the per-row 1/rms is applied here to the fp32 accumulator), and q/k/v are rounded
+before their norm, as in PyTorch. Each output row depends only on its own input row and the launch settings, which do
 not change with the row count, so a 1-row pass and a 65-row pass compute a row alike (cuBLAS picks
 different kernels for the two). fp32 inputs use IEEE matmuls (no TF32), so fp32 stays exact enough
 for the CPU comparison (tests/engine/test_fast_triton.py).
@@ -27,7 +28,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-BLOCK_K = 64
+BLOCK_K = 128
 
 
 def _block_m(m: int) -> int:
@@ -35,29 +36,20 @@ def _block_m(m: int) -> int:
 
 
 @triton.jit
-def _inv_rms(x_ptr, stride, rows, row_ok, eps, K, BLOCK_K: tl.constexpr, BLOCK_M: tl.constexpr):
-    """1 / rms of each row, in fp32."""
-    ss = tl.zeros([BLOCK_M], tl.float32)
-    cols = tl.arange(0, BLOCK_K)
-    for k0 in range(0, K, BLOCK_K):
-        mask = row_ok[:, None] & (k0 + cols < K)[None, :]
-        x = tl.load(x_ptr + rows[:, None] * stride + (k0 + cols)[None, :], mask=mask, other=0.0).to(tl.float32)
-        ss += tl.sum(x * x, axis=1)
-    return 1.0 / tl.sqrt(ss / K + eps)
-
-
-@triton.jit
 def _x_tile(
-    x_ptr, stride, rows, row_ok, k0, K, inv, norm_w, PRE_NORM: tl.constexpr, dtype: tl.constexpr, BLOCK_K: tl.constexpr
+    x_ptr, stride, rows, row_ok, k0, K, norm_w, PRE_NORM: tl.constexpr, dtype: tl.constexpr, BLOCK_K: tl.constexpr
 ):
-    """Rows × BLOCK_K of the input, normalised (weight included) and rounded to `dtype` if PRE_NORM."""
+    """Rows × BLOCK_K of the input (times the norm weight if PRE_NORM, rounded to `dtype`) and each
+    row's sum of squares over the tile. RMSNorm's 1/rms is a per-row factor, so it is applied to the
+    accumulator after the loop: one pass over the input instead of two."""
     cols = k0 + tl.arange(0, BLOCK_K)
     k_ok = cols < K
     x = tl.load(x_ptr + rows[:, None] * stride + cols[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+    x32 = x.to(tl.float32)
     if PRE_NORM:
         w = tl.load(norm_w + cols, mask=k_ok, other=0.0).to(tl.float32)
-        x = (x.to(tl.float32) * inv[:, None] * w[None, :]).to(dtype)
-    return x.to(dtype)
+        x = (x32 * w[None, :]).to(dtype)
+    return x.to(dtype), tl.sum(x32 * x32, axis=1)
 
 
 @triton.jit(do_not_specialize=["M"])  # one compiled variant for every row count
@@ -70,15 +62,14 @@ def _linear_kernel(
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_ok, col_ok = rows < M, cols < N
-    inv = tl.zeros([BLOCK_M], tl.float32)
-    if PRE_NORM:
-        inv = _inv_rms(x_ptr, stride_x, rows, row_ok, eps, K, BLOCK_K, BLOCK_M)
+    ss = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     up = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     ks = tl.arange(0, BLOCK_K)
     dtype = w_ptr.dtype.element_ty
     for k0 in range(0, K, BLOCK_K):
-        x = _x_tile(x_ptr, stride_x, rows, row_ok, k0, K, inv, norm_w, PRE_NORM, dtype, BLOCK_K)
+        x, x_ss = _x_tile(x_ptr, stride_x, rows, row_ok, k0, K, norm_w, PRE_NORM, dtype, BLOCK_K)
+        ss += x_ss
         k_ok = k0 + ks < K
         w_mask = k_ok[:, None] & col_ok[None, :]
         w = tl.load(w_ptr + cols[None, :] * K + (k0 + ks)[:, None], mask=w_mask, other=0.0)  # [BLOCK_K, BLOCK_N]
@@ -92,6 +83,10 @@ def _linear_kernel(
                 up += tl.dot(x, wu, input_precision="ieee")
             else:
                 up += tl.dot(x, wu)
+    if PRE_NORM:
+        inv = 1.0 / tl.sqrt(ss / K + eps)
+        acc = acc * inv[:, None]
+        up = up * inv[:, None]
     if SWIGLU:  # PyTorch rounds gate and up before SiLU and the product: so do we
         g = acc.to(dtype).to(tl.float32)
         acc = (g / (1.0 + tl.exp(-g))).to(dtype).to(tl.float32) * up.to(dtype).to(tl.float32)
@@ -114,16 +109,15 @@ def _qkv_kernel(
     j = tl.program_id(1)  # head: q heads, then k heads, then v heads
     row_ok = rows < M
     half = tl.arange(0, HD // 2)
-    inv = tl.zeros([BLOCK_M], tl.float32)
-    if PRE_NORM:
-        inv = _inv_rms(x_ptr, stride_x, rows, row_ok, eps, K, BLOCK_K, BLOCK_M)
+    ss = tl.zeros([BLOCK_M], tl.float32)
     lo = tl.zeros([BLOCK_M, HD // 2], tl.float32)  # the head's first half, then its second
     hi = tl.zeros([BLOCK_M, HD // 2], tl.float32)
     ks = tl.arange(0, BLOCK_K)
     dtype = w_ptr.dtype.element_ty
     w_head = w_ptr + j * HD * K
     for k0 in range(0, K, BLOCK_K):
-        x = _x_tile(x_ptr, stride_x, rows, row_ok, k0, K, inv, norm_w, PRE_NORM, dtype, BLOCK_K)
+        x, x_ss = _x_tile(x_ptr, stride_x, rows, row_ok, k0, K, norm_w, PRE_NORM, dtype, BLOCK_K)
+        ss += x_ss
         k_ok = (k0 + ks < K)[:, None]
         w_lo = tl.load(w_head + half[None, :] * K + (k0 + ks)[:, None], mask=k_ok, other=0.0)
         w_hi = tl.load(w_head + (half + HD // 2)[None, :] * K + (k0 + ks)[:, None], mask=k_ok, other=0.0)
@@ -133,6 +127,10 @@ def _qkv_kernel(
         else:
             lo += tl.dot(x, w_lo)
             hi += tl.dot(x, w_hi)
+    if PRE_NORM:
+        inv = 1.0 / tl.sqrt(ss / K + eps)
+        lo = lo * inv[:, None]
+        hi = hi * inv[:, None]
     dest = tl.load(dest_rows + rows, mask=row_ok, other=0)
     lo = lo.to(dtype)
     hi = hi.to(dtype)

@@ -142,7 +142,7 @@ class FastPath:
         self.draft_window = draft_window
         self.capture = capture
         cfg = target.config
-        self.rows = bucket(max_context + MAX_BUDGET + 1 + block_size)
+        self.rows = bucket(max_context + MAX_BUDGET + 1 + 3 * block_size)  # room for a round in flight past the end
         dev = self.device
         self.kv = kv_buffer(cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.head_dim, self.rows, self.dtype, dev)
         self.dkv = None
@@ -160,6 +160,9 @@ class FastPath:
         self.block_ids = torch.full((block_size,), mask_id if mask_id is not None else 0, device=dev)
         self.draft_logits = torch.zeros(self.depth_limit, cfg.vocab_size, dtype=torch.float32, device=dev)
         self.result = torch.zeros(block_size + 3, dtype=torch.long, device=dev)
+        # Two pinned host slots for the result rows of the round being read and the round in flight.
+        self.host = torch.zeros(2, block_size + 3, dtype=torch.long, pin_memory=dev.type == "cuda")
+        self.copied = [torch.cuda.Event() for _ in range(2)] if dev.type == "cuda" else []
         self.buffers: dict[int, TreeBuffers] = {}
         self.plans: dict[tuple[int, int], tree_ops.TreePlan] = {}
         # The tree build as two Triton kernels (tree_triton) on CUDA; ENGINE_TRITON_TREE=0 keeps
@@ -336,6 +339,26 @@ class FastPath:
             (("commit", t), lambda: self._commit(t)),
         ]
 
+    def _queue_round(self, algorithm: str, budget: int, k: int, start: int, slot: int) -> list[object]:
+        """Launch one round's stages (start: the committed length, or an upper bound of it) and the
+        copy of its result row to host slot `slot`; return the stage marks."""
+        marks = []
+        for key, fn in self._round_stages(algorithm, budget, k, start):
+            marks.append(self.clock.mark())
+            self.graphs.run(key, fn)
+        marks.append(self.clock.mark())
+        if self.clock.cuda:
+            self.host[slot].copy_(self.result, non_blocking=True)
+            self.copied[slot].record()
+        return marks
+
+    def _read(self, slot: int) -> list[int]:
+        """The result row of the round that wrote `slot`: [count, tokens…, bonus, live nodes]."""
+        if not self.clock.cuda:
+            return self.result.tolist()
+        self.copied[slot].synchronize()
+        return self.host[slot].tolist()
+
     @torch.inference_mode()
     def generate(
         self,
@@ -373,23 +396,29 @@ class FastPath:
         stats.prefill_seconds = t1 - t0
 
         out = [bonus]
-        start = n
         rounds: list[tuple[int, int, list[object]]] = []  # (tree size, accepted count, stage marks)
         self.clock.reset()
+        # On CUDA the next round is queued before this one's result is read (its key bucket from an upper
+        # bound on the context: a round commits at most `block` tokens), so the GPU never waits for
+        # the host's reading of a result, the stop checks or the progress callback. Queued only while
+        # the generation cannot have ended yet (every round commits at least one token).
+        limit = min(params.max_tokens, dec.max_context - n)
+        ahead = 1 if self.clock.cuda else 0
+        queued: list[tuple[int, list[object]]] = []  # (host slot, stage marks), oldest first
+        rounds_queued = 0
         finish = dec._finish(out, params, n)
         while True:
             finish = dec._report(on_progress, out, finish)
             if finish is not None:
                 break
-            marks = []
-            for key, fn in self._round_stages(algorithm, budget, k, start):
-                marks.append(self.clock.mark())
-                self.graphs.run(key, fn)
-            marks.append(self.clock.mark())
-            res = self.result.tolist()  # the round's one device-to-host copy
+            while len(queued) <= ahead and (not queued or len(out) + len(queued) < limit):
+                bound = n + len(out) - 1 + self.block * len(queued)
+                queued.append((rounds_queued % 2, self._queue_round(algorithm, budget, k, bound, rounds_queued % 2)))
+                rounds_queued += 1
+            slot, marks = queued.pop(0)
+            res = self._read(slot)
             count, bonus = res[0], res[self.block + 1]
             out += res[2 : 1 + count] + [bonus]
-            start += count
             rounds.append((res[self.block + 2] if speculative else 0, count, marks))
             finish = dec._finish(out, params, n)
         stats.decode_seconds = dec._sync() - t1
