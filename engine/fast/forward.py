@@ -163,8 +163,9 @@ class FusedTarget:
         tree: tuple[Tensor, Tensor] | None = None,
     ) -> tuple[Tensor, Tensor]:
         """ids, positions, rows: [T]; mask: bool [T, keys], or `tree` = (past: 0-dim long, packed
-        ancestor mask) for the tree-attention kernel. Writes K/V at `rows`; returns (normed hidden
-        [T, H], the captured layers' outputs concatenated [T, len(capture)·H])."""
+        ancestor mask) for the tree-attention kernel. Writes K/V at `rows`; returns (the last layer's
+        output [T, H], before the final norm — the LM head applies it — and the captured layers'
+        outputs concatenated [T, len(capture)·H])."""
         m = self.model.model
         rope = Rope(m.rotary, self.sin, positions, m.embed_tokens.weight.dtype)
         h = m.embed_tokens(ids[None])
@@ -180,7 +181,7 @@ class FusedTarget:
             if i in capture:
                 outputs.append(h[0])
         feats = torch.cat(outputs, dim=-1) if outputs else h[0, :, :0]
-        return norm(h, m.norm)[0], feats
+        return h[0], feats
 
 
 class FusedDrafter:
@@ -217,7 +218,7 @@ class FusedDrafter:
         own K/V, written after, overwrite them). mask: bool [Q, keys]; or `past` (0-dim, = the
         block's end row): every row before it is visible, through the tree-attention kernel with an
         empty tree mask (the block rows are then ordinary past rows, seen by every query, as DFlash's
-        bidirectional block wants). Returns normed hidden [Q, H]."""
+        bidirectional block wants). Returns the last layer's output [Q, H] (before the final norm)."""
         d = self.drafter
         ctx = self.project(feats)
         q_rope = Rope(d.rotary, self.sin, block_pos, ctx.dtype)
@@ -234,4 +235,4 @@ class FusedDrafter:
                 assert mask is not None
                 heads = fl.attend(q, dkv[i], keys, mask)
             h = fl.finish(h, heads, self.triton_mlp)
-        return norm(h, d.norm)[0]
+        return h[0]

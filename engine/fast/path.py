@@ -28,9 +28,9 @@ from torch import Tensor
 
 from engine.drafter import DFlashDrafter
 from engine.fast import tree_ops
-from engine.fast.forward import FusedDrafter, FusedTarget, kv_buffer
+from engine.fast.forward import FusedDrafter, FusedTarget, kv_buffer, norm
 from engine.kernels.tree_attention import pack_tree_mask
-from engine.model import Qwen3ForCausalLM
+from engine.model import Qwen3ForCausalLM, RMSNorm
 from engine.sampling import SamplingParams
 from engine.stats import GenerationStats
 
@@ -175,11 +175,12 @@ class FastPath:
         )
         triton_ok = dev.type == "cuda" and importlib.util.find_spec("triton") is not None
         # Layers in Triton kernels (fast/linear_triton.py): ENGINE_TRITON_QKV=0 keeps RMSNorm + q/k/v +
-        # q/k norm + RoPE + cache write in PyTorch ops, ENGINE_TRITON_MLP=0 o_proj and the MLP.
+        # q/k norm + RoPE + cache write in PyTorch ops, ENGINE_TRITON_MLP=0 o_proj, the MLP and the LM head.
         for fused in (self.fused_target, self.fused_drafter):
             if fused is not None:
                 fused.triton = triton_ok and os.environ.get("ENGINE_TRITON_QKV", "1") != "0"
                 fused.triton_mlp = triton_ok and os.environ.get("ENGINE_TRITON_MLP", "1") != "0"
+        self.triton_head = self.fused_target.triton_mlp  # the LM head follows ENGINE_TRITON_MLP too
         # The commit stage as one Triton kernel (ENGINE_TRITON_COMMIT=0: the PyTorch ops below); its
         # tl.arange needs power-of-two block and K/V row widths.
         width = self.kv.shape[3] * self.kv.shape[4]
@@ -194,10 +195,18 @@ class FastPath:
         self.graphs = Graphs(graphs and dev.type == "cuda")
         self.clock = Clock(dev.type == "cuda")
 
-    def _logits(self, hidden: Tensor) -> Tensor:
-        # The LM head in fp32: bf16 logits of a 4k vocabulary tie exactly (gap 0) often enough to
-        # flip greedy choices between a one-token and a tree pass; fp32 makes the argmax well defined.
-        return F.linear(hidden.float(), self.head)
+    def _scores(self, h: Tensor, final: RMSNorm, out: Tensor | None = None) -> Tensor:
+        """fp32 logits of RMSNorm(h), banned ids at −inf (written into `out` if given).
+
+        The LM head runs in fp32: bf16 logits of a 4k vocabulary tie exactly (gap 0) often enough to
+        flip greedy choices between a one-token and a tree pass; fp32 makes the argmax well defined.
+        """
+        if self.triton_head:  # norm, head, mask: one launch (fast/linear_triton.py)
+            from engine.fast.linear_triton import linear
+
+            return linear(h, self.head, norm=final.weight, eps=final.eps, bias=self.ban, out=out)
+        scores = F.linear(norm(h, final).float(), self.head) + self.ban
+        return scores if out is None else out.copy_(scores)
 
     def supports(self, algorithm: str, budget: int, params: SamplingParams) -> bool:
         return params.temperature == 0 and (algorithm != "ddtree" or budget <= MAX_BUDGET)
@@ -230,7 +239,8 @@ class FastPath:
             h = self.fused_drafter.forward(
                 emb, block_pos, self.feats, ctx_pos, self.dkv, keys, visible[None].expand(block, keys)
             )
-        self.draft_logits.copy_(self._logits(h[1:]) + self.ban)
+        assert self.drafter is not None
+        self._scores(h[1:], self.drafter.norm, out=self.draft_logits)
 
     def _tree(self, algorithm: str, budget: int, k: int) -> None:
         if algorithm == "ar":
@@ -261,7 +271,7 @@ class FastPath:
             hidden, feats = self.fused_target.forward(
                 buf.tokens, s + buf.depths, self.kv, s + self.index[:t], keys, mask, capture
             )
-        buf.choices.copy_((self._logits(hidden) + self.ban).argmax(-1))
+        torch.argmax(self._scores(hidden, self.target.model.norm), -1, out=buf.choices)
         if t > 1:
             buf.feats.copy_(feats)
 
@@ -311,7 +321,7 @@ class FastPath:
         pos = self.index[:n]
         mask = self.index[:keys][None, :] <= pos[:, None]
         hidden, feats = self.fused_target.forward(ids, pos, self.kv, pos, keys, mask, self.capture)
-        self.bonus.copy_((self._logits(hidden[-1:]) + self.ban).argmax(-1))
+        self.bonus.copy_(self._scores(hidden[-1:], self.target.model.norm).argmax(-1))
         if draft:
             assert self.fused_drafter is not None and self.dkv is not None
             self.fused_drafter.context(feats, pos, self.dkv, pos)

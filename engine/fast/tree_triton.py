@@ -190,9 +190,8 @@ class TritonTree:
         """root: long [1]; logits: float32 [L, V], banned ids already −inf."""
         p = self.plan
         b, k, depth = p.budget, p.k, p.depth_limit
-        top = torch.log_softmax(logits, -1).topk(k, dim=-1)  # a radix select: faster than a full sort here
-        self.top_ids.copy_(top.indices)
-        self.top_lp.copy_(top.values)
+        # A radix select (faster than a full sort here), straight into the static buffers.
+        torch.topk(torch.log_softmax(logits, -1), k, dim=-1, out=(self.top_lp, self.top_ids))
         c = self.pair_parent.shape[0]
         _depths_kernel[(1,)](
             self.top_lp, self.pair_parent, self.pair_rank, self.score, self.pick, self.order, depth, k, c,

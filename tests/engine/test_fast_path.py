@@ -40,12 +40,13 @@ def test_it_generates_the_reference_tokens_and_rounds(decoder: Decoder, fast: De
 
 
 def test_the_tree_attention_switch_generates_the_reference_tokens(decoder: Decoder, prompts: list[str]) -> None:
-    # On the CPU tree_attention runs its PyTorch reference; this checks the wiring (past, packed mask).
+    # On the CPU tree_attention runs its PyTorch reference; this checks the wiring (past, packed mask,
+    # the draft pass's block as past rows).
     switched = Decoder(decoder.target, decoder.drafter, decoder.tokenizer, budget=16, max_context=1024, fast=True)
     assert switched.fast is not None
-    switched.fast.tree_attention = True
+    switched.fast.tree_attention = switched.fast.draft_kernel = True
     params = SamplingParams(max_tokens=24, ignore_eos=True)
-    for alg, budget in [("ar", 0), ("ddtree", 16)]:
+    for alg, budget in [("ar", 0), ("dflash", 0), ("ddtree", 16)]:
         want = decoder.generate_text(prompts[3], params, algorithm=alg, budget=budget)
         assert switched.generate_text(prompts[3], params, algorithm=alg, budget=budget).tokens == want.tokens
 

@@ -105,6 +105,15 @@ with torch.inference_mode():
         h = fused.forward(emb.to(device), torch.arange(43, 43 + t, device=device), feats.to(device),
                           torch.arange(40, 40 + t, device=device), dkv, 64 + t, None, past=want[2])
         assert (h - want[0]).abs().max() < 1e-4, (t, (h - want[0]).abs().max())
+from engine.fast.forward import norm
+from engine.fast.linear_triton import linear
+h = torch.randn(5, cfg.hidden_size, device=device)
+head, ban = dec.target.lm_head.weight.float(), torch.zeros(cfg.vocab_size, device=device)
+ban[3] = float("-inf")
+want = torch.nn.functional.linear(norm(h, dec.target.model.norm).float(), head) + ban
+got = linear(h, head, norm=dec.target.model.norm.weight, eps=dec.target.model.norm.eps, bias=ban)
+assert got.dtype == torch.float32 and torch.equal(got.isinf(), want.isinf()), "the banned id"
+assert (got - want)[:, :3].abs().max() < 1e-4 and torch.equal(got.argmax(-1), want.argmax(-1))
 from engine.kernels.tree_attention import tree_attention
 g = torch.Generator().manual_seed(4)  # the kernel itself, empty tree: rows [0, past) visible, nothing after
 q, k, v = (torch.randn(1, n, h, 32, generator=g).to(device) for n, h in ((8, 4), (80, 2), (80, 2)))
@@ -113,6 +122,30 @@ got = tree_attention(q, k, v, torch.tensor(50, device=device), empty, impl="trit
 want = tree_attention(q, k[:, :50], v[:, :50], 42, torch.ones(8, 8, dtype=torch.bool, device=device), impl="torch")
 assert (got - want).abs().max() < 1e-4, (got - want).abs().max()
 print("ok layers")
+"""
+
+
+PATH_CHECK = """
+import torch
+from engine.decode import Decoder
+from engine.runtime import MODELS_DIR, load_decoder
+from engine.sampling import SamplingParams
+dec = load_decoder(MODELS_DIR / "tiny" / "target", MODELS_DIR / "tiny" / "draft", device="cpu", dtype="float32")
+fast = Decoder(dec.target, dec.drafter, dec.tokenizer, budget=16, max_context=1024, fast=True).fast
+for fused in (fast.fused_target, fast.fused_drafter):  # every switch FastPath turns on with CUDA
+    fused.triton = fused.triton_mlp = True
+fast.use_triton_tree = fast.triton_commit = fast.triton_head = fast.tree_attention = fast.draft_kernel = True
+switched = Decoder(dec.target, dec.drafter, dec.tokenizer, budget=16, max_context=1024, fast=True)
+switched.fast = fast
+params = SamplingParams(max_tokens=16, ignore_eos=True)
+for prompt in ("class Stack:\\n    def push(self, x):\\n",):  # interpreted kernels are slow: one prompt
+    for alg, budget in (("ar", 0), ("dflash", 0), ("ddtree", 12)):
+        want = dec.generate_text(prompt, params, algorithm=alg, budget=budget)
+        got = switched.generate_text(prompt, params, algorithm=alg, budget=budget)
+        assert got.tokens == want.tokens, (alg, budget, got.tokens, want.tokens)
+        assert got.stats.accept_lengths == want.stats.accept_lengths, (alg, budget)
+assert fast.triton_trees, "the Triton tree build did not run"
+print("ok path")
 """
 
 
@@ -190,6 +223,10 @@ def test_the_interpreted_layer_kernels_match_the_pytorch_ops() -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_the_compiled_layer_kernels_match_the_pytorch_ops_on_the_gpu() -> None:
     assert "ok layers" in run_check("cuda", {}, LAYER_CHECK)
+
+
+def test_the_fast_path_with_every_kernel_interpreted_generates_the_reference_tokens() -> None:
+    assert "ok path" in run_check("cpu", {"TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1"}, PATH_CHECK)
 
 
 def test_the_interpreted_commit_kernel_matches_walk_and_compaction() -> None:
