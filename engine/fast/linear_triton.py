@@ -10,8 +10,7 @@ with these kernels that is four launches besides attention:
                (row tile, head); the head's two halves are separate accumulators, which is what
                rotate-half RoPE pairs up. Without the norm it also serves the drafter's context K/V.
   linear       x·Wᵀ with an optional RMSNorm prologue and one epilogue: SwiGLU (W = [gate; up],
-               out = silu(x·Wgᵀ) · x·Wuᵀ) or the residual add (out = res + x·Wᵀ); plus a bias.
-               Also the final norm + fp32 LM head + banned-id mask, one launch instead of five.
+               out = silu(x·Wgᵀ) · x·Wuᵀ) or the residual add (out = res + x·Wᵀ).
 
 Numerics: fp32 accumulation and one rounding of the result, where PyTorch rounds after each op; the
 input times the norm weight is rounded to the weight dtype before the matmul (PyTorch rounds the
@@ -55,9 +54,9 @@ def _x_tile(
 
 @triton.jit(do_not_specialize=["M"])  # one compiled variant for every row count
 def _linear_kernel(
-    x_ptr, w_ptr, out_ptr, norm_w, res_ptr, bias_ptr,
+    x_ptr, w_ptr, out_ptr, norm_w, res_ptr,
     M, N, K, eps, stride_x, stride_o, stride_r,
-    PRE_NORM: tl.constexpr, SWIGLU: tl.constexpr, RESIDUAL: tl.constexpr, BIAS: tl.constexpr, IEEE: tl.constexpr,
+    PRE_NORM: tl.constexpr, SWIGLU: tl.constexpr, RESIDUAL: tl.constexpr, IEEE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -96,8 +95,6 @@ def _linear_kernel(
         acc = acc.to(dtype).to(tl.float32) + tl.load(
             res_ptr + rows[:, None] * stride_r + cols[None, :], mask=mask, other=0.0
         ).to(tl.float32)
-    if BIAS:  # a per-column addend in fp32 (the LM head's −inf on banned ids)
-        acc += tl.load(bias_ptr + cols, mask=col_ok, other=0.0)[None, :]
     tl.store(out_ptr + rows[:, None] * stride_o + cols[None, :], acc.to(out_ptr.dtype.element_ty), mask=mask)
 
 
@@ -171,23 +168,19 @@ def linear(
     eps: float = 1e-6,
     residual: Tensor | None = None,
     swiglu: bool = False,
-    bias: Tensor | None = None,
-    out: Tensor | None = None,
 ) -> Tensor:
     """x [M, K] (rows contiguous) → [M, N]: (RMSNorm(x)·norm if `norm`)·weightᵀ, then SwiGLU
-    (weight = [gate; up], N = rows / 2) or + residual [M, N], then + bias [N] (fp32). The result
-    has the weight's dtype, or goes into `out` ([M, N], rows contiguous)."""
+    (weight = [gate; up], N = rows / 2) or + residual [M, N]."""
     m, k = x.shape
     n = weight.shape[0] // 2 if swiglu else weight.shape[0]
-    if out is None:
-        out = torch.empty(m, n, dtype=weight.dtype, device=x.device)
+    out = torch.empty(m, n, dtype=weight.dtype, device=x.device)
     res = residual if residual is not None else out
     block_m, block_n = _block_m(m), 32 if swiglu else 64
     grid = (triton.cdiv(m, block_m), triton.cdiv(n, block_n))
     _linear_kernel[grid](
-        x, weight, out, norm if norm is not None else weight, res, bias if bias is not None else out, m, n, k, eps,
-        x.stride(0), out.stride(0), res.stride(0), PRE_NORM=norm is not None, SWIGLU=swiglu,
-        RESIDUAL=residual is not None, BIAS=bias is not None, IEEE=weight.dtype == torch.float32,
+        x, weight, out, norm if norm is not None else weight, res, m, n, k, eps, x.stride(0), out.stride(0),
+        res.stride(0), PRE_NORM=norm is not None, SWIGLU=swiglu, RESIDUAL=residual is not None,
+        IEEE=weight.dtype == torch.float32,
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=BLOCK_K, num_warps=4,
     )  # fmt: skip
     return out
