@@ -191,9 +191,16 @@ class FusedDrafter:
         self.sin = signed_sin(drafter.rotary)
         self.triton = False
         self.triton_mlp = False
+        self._empty_mask: Tensor | None = None
 
     def project(self, feats: Tensor) -> Tensor:
         return norm(self.drafter.fc(feats[None]), self.drafter.hidden_norm)
+
+    def _no_tree(self, rows: int, device: torch.device) -> Tensor:
+        """An all-zero packed tree mask, made once (outside graph capture: the first pass is eager)."""
+        if self._empty_mask is None or self._empty_mask.shape[0] != rows:
+            self._empty_mask = torch.zeros(rows, 1, dtype=torch.int32, device=device)
+        return self._empty_mask
 
     def context(self, feats: Tensor, positions: Tensor, dkv: Tensor, rows: Tensor) -> None:
         """Project target features [C, F] and store every layer's context K/V at `rows`."""
@@ -224,7 +231,7 @@ class FusedDrafter:
         q_rope = Rope(d.rotary, self.sin, block_pos, ctx.dtype)
         c_rope = Rope(d.rotary, self.sin, ctx_pos, ctx.dtype)
         h = block_emb[None]
-        no_tree = torch.zeros(block_emb.shape[0], 1, dtype=torch.int32, device=h.device) if past is not None else None
+        no_tree = self._no_tree(block_emb.shape[0], h.device) if past is not None else None
         for i, fl in enumerate(self.layers):
             fl.kv_store(ctx, c_rope, dkv[i], ctx_pos, self.triton)
             q = fl.qkv_store(h, q_rope, dkv[i], block_pos, self.triton)

@@ -160,9 +160,10 @@ class FastPath:
         self.block_ids = torch.full((block_size,), mask_id if mask_id is not None else 0, device=dev)
         self.draft_logits = torch.zeros(self.depth_limit, cfg.vocab_size, dtype=torch.float32, device=dev)
         self.result = torch.zeros(block_size + 3, dtype=torch.long, device=dev)
-        # Two pinned host slots for the result rows of the round being read and the round in flight.
+        # Two (pinned) host slots for the result rows of the round being read and the round in flight.
         self.host = torch.zeros(2, block_size + 3, dtype=torch.long, pin_memory=dev.type == "cuda")
         self.copied = [torch.cuda.Event() for _ in range(2)] if dev.type == "cuda" else []
+        self.lookahead = 1 if dev.type == "cuda" else 0  # rounds queued beyond the one being read
         self.buffers: dict[int, TreeBuffers] = {}
         self.plans: dict[tuple[int, int], tree_ops.TreePlan] = {}
         # The tree build as two Triton kernels (tree_triton) on CUDA; ENGINE_TRITON_TREE=0 keeps
@@ -202,7 +203,7 @@ class FastPath:
         (Folding norm, head and mask into one Triton launch measured slower on the H200: an IEEE fp32
         matmul in Triton costs more than the four launches it saves.)
         """
-        return F.linear(norm(h, final).float(), self.head) + self.ban
+        return F.linear(norm(h, final).float(), self.head, self.ban)
 
     def supports(self, algorithm: str, budget: int, params: SamplingParams) -> bool:
         return params.temperature == 0 and (algorithm != "ddtree" or budget <= MAX_BUDGET)
@@ -239,9 +240,6 @@ class FastPath:
         self.draft_logits.copy_(self._scores(h[1:], self.drafter.norm))
 
     def _tree(self, algorithm: str, budget: int, k: int) -> None:
-        if algorithm == "ar":
-            self._buffers(1).tokens.copy_(self.bonus)
-            return
         if algorithm == "dflash":
             self._buffers(self.block).store(tree_ops.chain_tree(self.bonus, self.draft_logits.argmax(-1)))
             return
@@ -254,19 +252,20 @@ class FastPath:
 
     def _verify(self, t: int, keys: int) -> None:
         buf, s = self._buffers(t), self.start
-        capture = self.capture if t > 1 else ()  # ar has no drafter to feed
+        if t == 1:  # ar: the bonus token at position and row `start`, and no drafter to feed
+            tokens, positions, rows, capture = self.bonus, s, s, ()
+        else:
+            tokens, positions, rows, capture = buf.tokens, s + buf.depths, s + self.index[:t], self.capture
         if self.tree_attention:
             hidden, feats = self.fused_target.forward(
-                buf.tokens, s + buf.depths, self.kv, s + self.index[:t], keys, None, capture, tree=(s[0], buf.packed)
+                tokens, positions, self.kv, rows, keys, None, capture, tree=(s[0], buf.packed)
             )
         else:
             cols = self.index[:keys]
             rel = cols - s
             in_tree = (rel >= 0) & (rel < t)
             mask = (cols < s)[None, :] | (in_tree[None, :] & buf.visible[:, rel.clamp(0, t - 1)])
-            hidden, feats = self.fused_target.forward(
-                buf.tokens, s + buf.depths, self.kv, s + self.index[:t], keys, mask, capture
-            )
+            hidden, feats = self.fused_target.forward(tokens, positions, self.kv, rows, keys, mask, capture)
         torch.argmax(self._scores(hidden, self.target.model.norm), -1, out=buf.choices)
         if t > 1:
             buf.feats.copy_(feats)
@@ -330,8 +329,7 @@ class FastPath:
         verify_keys = bucket(start + t)
         if algorithm == "ar":
 
-            def step() -> None:
-                self._tree("ar", 0, 0)
+            def step() -> None:  # the bonus is the one node: no tree to build
                 self._verify(1, verify_keys)
                 self._commit(1)
 
@@ -353,16 +351,15 @@ class FastPath:
             marks.append(self.clock.mark())
             self.graphs.run(key, fn)
         marks.append(self.clock.mark())
-        if self.clock.cuda:
-            self.host[slot].copy_(self.result, non_blocking=True)
+        self.host[slot].copy_(self.result, non_blocking=True)
+        if self.copied:
             self.copied[slot].record()
         return marks
 
     def _read(self, slot: int) -> list[int]:
         """The result row of the round that wrote `slot`: [count, tokens…, bonus, live nodes]."""
-        if not self.clock.cuda:
-            return self.result.tolist()
-        self.copied[slot].synchronize()
+        if self.copied:
+            self.copied[slot].synchronize()
         return self.host[slot].tolist()
 
     @torch.inference_mode()
@@ -409,7 +406,7 @@ class FastPath:
         # the host's reading of a result, the stop checks or the progress callback. Queued only while
         # the generation cannot have ended yet (every round commits at least one token).
         limit = min(params.max_tokens, dec.max_context - n)
-        ahead = 1 if self.clock.cuda else 0
+        ahead = self.lookahead
         queued: list[tuple[int, list[object]]] = []  # (host slot, stage marks), oldest first
         rounds_queued = 0
         finish = dec._finish(out, params, n)

@@ -41,7 +41,8 @@ def test_it_records_a_failed_run_when_the_engine_stops_mid_probe(workers: Any, m
     assert run.error and ("Connect" in run.error or "Protocol" in run.error or "Timeout" in run.error), run.error
     assert run.current_step.startswith("failed during:")
     assert run.finished_at is not None
-    assert not is_locked(server.pk)
+    # The row is marked failed inside the lock; the lock goes right after.
+    wait_for(lambda: not is_locked(server.pk), 10, "the probe lock to be released")
 
     second = start_server()  # back (on a new port: the row follows it, as an operator would)
     try:
@@ -63,6 +64,6 @@ def test_it_records_an_unreachable_server_as_a_failed_run(workers: Any, make_ser
     run_id = ProbeRun.objects.get(server=server).pk
     run = wait_for(lambda: (r := status(run_id)).status == "failed" and r, 60, "the run to fail")
     assert "ConnectError" in run.error and "127.0.0.1:9" in run.error
-    assert not is_locked(server.pk)
+    wait_for(lambda: not is_locked(server.pk), 10, "the probe lock to be released")
     # A transient failure is tried again later as a new run (queued with a backoff countdown).
     wait_for(lambda: ProbeRun.objects.filter(server=server).count() == 2, 30, "the retry's run row")

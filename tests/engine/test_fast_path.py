@@ -67,6 +67,30 @@ def test_it_reports_stage_times_for_every_round(fast: Decoder, prompts: list[str
     assert all(s > 0 for s in g.stats.stage_seconds.values())
 
 
+def test_a_round_queued_ahead_changes_nothing(decoder: Decoder, prompts: list[str]) -> None:
+    # What CUDA does (the next round queued before this one's result is read), here on the CPU, where
+    # the queued round has already run when the result is read: same tokens, rounds and stops, and
+    # the round past the end of one generation does not leak into the next.
+    reference = Decoder(decoder.target, decoder.drafter, decoder.tokenizer, budget=16, max_context=200)
+    ahead = Decoder(decoder.target, decoder.drafter, decoder.tokenizer, budget=16, max_context=200, fast=True)
+    assert ahead.fast is not None and reference.fast is None
+    ahead.fast.lookahead = 1
+    stop = reference.generate_text(prompts[8], SamplingParams(max_tokens=30, ignore_eos=True)).text[10:14]
+    cases = [
+        (prompts[0], SamplingParams(max_tokens=32, ignore_eos=True)),
+        (prompts[8], SamplingParams(max_tokens=30, stop=[stop])),
+        (prompts[1], SamplingParams(max_tokens=7)),
+        (prompts[2], SamplingParams(max_tokens=500, ignore_eos=True)),  # ends at max_context
+    ]
+    for prompt, params in cases:
+        for alg, budget in [("ar", 0), ("dflash", 0), ("ddtree", 16)]:
+            want = reference.generate_text(prompt, params, algorithm=alg, budget=budget)
+            got = ahead.generate_text(prompt, params, algorithm=alg, budget=budget)
+            assert (got.tokens, got.finish_reason) == (want.tokens, want.finish_reason), (alg, params)
+            assert got.stats.accept_lengths == want.stats.accept_lengths, (alg, params)
+    assert want.finish_reason == "length" and len(want.tokens) < 500  # the last case did hit max_context
+
+
 def test_sampling_falls_back_to_the_reference_path(decoder: Decoder, fast: Decoder, prompts: list[str]) -> None:
     params = SamplingParams(max_tokens=24, temperature=0.8, seed=3, ignore_eos=True)
     want = decoder.generate_text(prompts[0], params, algorithm="ddtree", budget=8)
