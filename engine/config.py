@@ -168,16 +168,26 @@ class Preset:
             eos_token_id=eos,
         )
 
-    def drafter_config(self, target: TargetConfig, mask_token_id: int) -> DrafterConfig:
+    def drafter_config(
+        self,
+        target: TargetConfig,
+        mask_token_id: int,
+        layers: int | None = None,
+        target_layer_ids: list[int] | None = None,
+    ) -> DrafterConfig:
+        """The preset's drafter, or one with `layers` layers reading `target_layer_ids` (default: DFlash's spread)."""
         base = dataclasses.asdict(target)
         base.pop("extra")
-        base["num_hidden_layers"] = self.draft_layers
+        base["num_hidden_layers"] = layers or self.draft_layers
+        ids = target_layer_ids or dflash_target_layer_ids(target.num_hidden_layers, base["num_hidden_layers"])
+        if len(set(ids)) != len(ids) or not all(0 <= i < target.num_hidden_layers for i in ids):
+            raise ValueError(f"target layer ids must be distinct, in 0..{target.num_hidden_layers - 1}: {ids}")
         return DrafterConfig(
             **base,
             block_size=self.block_size,
             num_target_layers=target.num_hidden_layers,
             mask_token_id=mask_token_id,
-            target_layer_ids=dflash_target_layer_ids(target.num_hidden_layers, self.draft_layers),
+            target_layer_ids=sorted(ids),
         )
 
 

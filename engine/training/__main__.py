@@ -50,6 +50,13 @@ def _lengths(text: str) -> tuple[int, ...]:
     return values
 
 
+def _layer_ids(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated layer numbers, got {text!r}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m engine.training")
     p.add_argument("--preset", choices=sorted(PRESETS), required=True)
@@ -62,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--onpolicy-contexts", type=_lengths, help="override the preset: prompt lengths, e.g. 256,1024")
     p.add_argument("--draft-lr", type=float, help="override the preset")
     p.add_argument("--resume-draft", action="store_true", help="start from OUT/draft instead of a fresh drafter")
+    p.add_argument("--draft-layers", type=int, help="override the preset's drafter depth")
+    p.add_argument("--draft-target-layers", type=_layer_ids, help="target layers the drafter reads, e.g. 1,3,5")
     p.add_argument("--eval-prompts", type=int, default=12)
     p.add_argument(
         "--eval-contexts", type=_lengths, default=(1024,), help="also measure τ on prompts of these token lengths"
@@ -86,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     previous = out / "training.json"
     if args.resume_draft and args.stages != "draft":
         p.error("--resume-draft needs --stages draft")
+    if args.resume_draft and (args.draft_layers or args.draft_target_layers):
+        p.error("--resume-draft keeps the drafter's shape: drop --draft-layers / --draft-target-layers")
+    if args.draft_layers is not None and args.draft_layers < 1:
+        p.error(f"--draft-layers must be at least 1, got {args.draft_layers}")
     if args.stages == "draft" and previous.exists():
         report = {**json.loads(previous.read_text()), **report}
 
@@ -134,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     mask_id = tok.token_id(MASK)
     assert mask_id is not None
     target.train_dropout = 0.0
+    try:  # checked before the on-policy data is generated
+        config = preset.drafter_config(target.config, mask_id, args.draft_layers, args.draft_target_layers)
+    except ValueError as e:
+        p.error(str(e))
     contexts = args.onpolicy_contexts or preset.contexts()
     n_prompts = args.onpolicy_prompts or preset.onpolicy_prompts
     gen = torch.Generator().manual_seed(args.seed + 7)
@@ -161,10 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.resume_draft:
         drafter = load_drafter(out / "draft")  # fp32, like a fresh one
     else:
-        drafter = DFlashDrafter(preset.drafter_config(target.config, mask_id))
+        drafter = DFlashDrafter(config)
         init_weights(drafter)
     drafter.to(device)
-    report["draft"] = train_drafter(
+    trained = train_drafter(
         target,
         drafter,
         data,
@@ -176,6 +193,11 @@ def main(argv: list[str] | None = None) -> int:
         log=log,
         max_seconds=args.draft_seconds,
     )
+    report["draft"] = {
+        **trained,
+        "layers": drafter.config.num_hidden_layers,
+        "target_layer_ids": drafter.config.target_layer_ids,
+    }
     report["draft_parameters"] = sum(p.numel() for p in drafter.parameters())
     report["onpolicy"] = {
         "sequences": sum(d.tokens.shape[0] // 2 for d in data),

@@ -10,6 +10,12 @@ def _lengths(value: object) -> str:
     return "/".join(str(v) for v in value) if isinstance(value, list) else str(value)
 
 
+def _shape(draft: dict[str, Any]) -> str:
+    if "layers" not in draft:
+        return ""
+    return f" ({draft['layers']} layers reading target layers {draft['target_layer_ids']})"
+
+
 def write_card(out: Path, r: dict[str, Any]) -> None:
     target, draft = r.get("target", {}), r.get("draft", {})
     per_pos = draft.get("top1_per_position", [])
@@ -26,7 +32,7 @@ def write_card(out: Path, r: dict[str, Any]) -> None:
         f"{target.get('ran_steps', target.get('steps'))} (best held-out loss), "
         f"residual dropout {target.get('dropout', 0.0)}, train loss {target.get('train_loss', float('nan')):.3f}, "
         f"held-out loss {target.get('heldout_loss', float('nan')):.3f} nats/token.",
-        f"- Drafter: {r.get('draft_parameters', 0) / 1e6:.2f}M parameters, {draft.get('steps')} steps, "
+        f"- Drafter: {r.get('draft_parameters', 0) / 1e6:.2f}M parameters{_shape(draft)}, {draft.get('steps')} steps, "
         f"final loss {draft.get('final_loss', float('nan')):.4f}; on-policy data {r['onpolicy']['sequences']} × "
         f"{r['onpolicy']['new_tokens']} greedy tokens after prompts of {_lengths(r['onpolicy'].get('prompt_tokens'))} "
         f"tokens{' (fine-tuned from the previous drafter)' if r['onpolicy'].get('resumed') else ''}.",

@@ -87,5 +87,18 @@ def test_it_trains_a_tiny_pair_on_cpu(tmp_path: Path) -> None:
     assert again["target"] == report["target"]  # the target was kept
     assert (out / "draft" / "model.safetensors").read_bytes() != first
     assert "fine-tuned from the previous drafter" in (out / "MODEL_CARD.md").read_text()
+    # A fresh drafter of another shape against the same target: 3 layers reading target layers 0, 1, 3.
+    wider = [*cmd[:-4], "--stages", "draft", "--draft-layers", "3", "--draft-target-layers", "3,0,1"]
+    wider += ["--eval-contexts", "64"]
+    subprocess.run(wider, cwd=ROOT, check=True, capture_output=True, timeout=300)
+    shaped = json.loads((out / "training.json").read_text())["draft"]
+    assert shaped["layers"] == 3 and shaped["target_layer_ids"] == [0, 1, 3]
+    assert "3 layers reading target layers [0, 1, 3]" in (out / "MODEL_CARD.md").read_text()
+    decoder = load_decoder(out / "target", out / "draft", device="cpu")
+    assert decoder.drafter is not None and decoder.capture == [0, 1, 3]
+    params = SamplingParams(max_tokens=6, ignore_eos=True)
+    assert len(decoder.generate_text("x = 1\n", params, algorithm="ddtree").tokens) == 6
+    bad = subprocess.run([*wider[:-4], "--draft-target-layers", "0,9"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and "target layer ids must be distinct, in 0..3" in bad.stderr
     decoder = load_decoder(out / "target", out / "draft", device="cpu")
     assert len(decoder.generate_text("def f(x):\n", SamplingParams(max_tokens=5, ignore_eos=True)).tokens) == 5
