@@ -13,6 +13,7 @@ import torch
 from engine import __version__
 from engine.bench import BenchRow, format_table, parse_configs, run_bench, write_json
 from engine.bench_baseline import divergences, hf_generate
+from engine.bench_profile import format_profile, profile_kernels
 from engine.bench_prompts import context_prompts
 from engine.decode import Decoder
 from engine.runtime import MODELS_DIR, load_decoder
@@ -47,6 +48,10 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--warmup", choices=["auto", "short", "full"], default="auto")
     b.add_argument("--device", default="auto")
     b.add_argument("--dtype", default="auto")
+    b.add_argument(
+        "--profile-kernels", type=int, default=0, metavar="N",
+        help="also profile one generation per config: kernels per round and the N slowest",
+    )  # fmt: skip
     b.add_argument("--json", dest="json_path", help="also write the results here")
 
 
@@ -64,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
 def bench(args: argparse.Namespace) -> int:
     algorithms = [a for a in args.algorithms.split(",") if a]
     try:
+        if args.profile_kernels < 0:
+            raise ValueError(f"--profile-kernels must be >= 0, got {args.profile_kernels}")
         longest = max([*args.contexts, args.length_context if args.lengths else 0, 1])
         need = longest + max([args.max_tokens, *args.lengths]) + 64
         decoder = load_decoder(
@@ -128,6 +135,12 @@ def bench(args: argparse.Namespace) -> int:
             f" tokens, context {first_context}); our ar: {hf['our_ar_tokens_per_second'] or 0:.1f} tok/s"
             f" = {speedup:.0f}x; same first tokens as our ar: {hf['identical_to_ar_prefix']}/{hf['prompts']}"
         )
+    if args.profile_kernels > 0:
+        first_prompt = next(iter(prompt_sets.values()))[0]
+        profiled = profile_kernels(decoder, first_prompt, configs, args.max_tokens, args.profile_kernels)
+        unit = "kernels" if decoder.device.type == "cuda" else "op calls (nested ones too)"
+        print(format_profile(profiled, unit), flush=True)
+        extra["kernel_profile"] = profiled
     if args.json_path:
         meta = {
             "engine_version": __version__,

@@ -50,10 +50,14 @@ class Graphs:
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
+        self.bypass = False  # run every stage eagerly, captured or not (kernel profiles: engine/bench_profile.py)
         self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}
         self.pool = None
 
     def run(self, key: tuple, fn: Callable[[], None]) -> None:
+        if self.bypass:
+            fn()
+            return
         graph = self.graphs.get(key)
         if graph is not None:
             graph.replay()

@@ -58,3 +58,21 @@ def test_it_rejects_a_bad_budget_with_a_clear_error(tiny_dirs: tuple[Path, Path]
     ]
     run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "budget must be at least 1" in run.stderr
+
+
+def test_it_profiles_the_ops_of_a_round(tiny_dirs: tuple[Path, Path], tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    cmd = [sys.executable, "-m", "engine", "bench", "--model", str(tiny_dirs[0]), "--draft", str(tiny_dirs[1])]
+    cmd += ["--device", "cpu", "--prompts", "1", "--max-tokens", "12", "--budgets", "8", "--algorithms", "ar,ddtree"]
+    run = subprocess.run([*cmd, "--profile-kernels", "4", "--json", str(out)], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    profiled = json.loads(out.read_text())["kernel_profile"]
+    assert [p["label"] for p in profiled] == ["ar", "ddtree B=8"]
+    for p in profiled:
+        assert p["rounds"] >= 1 and p["launches_per_round"] > 10 and p["us_per_round"] > 0
+        assert 1 <= len(p["top"]) <= 4 and all(r["name"] for r in p["top"])
+        times = [r["us_per_round"] for r in p["top"]]
+        assert times == sorted(times, reverse=True) and sum(times) <= p["us_per_round"] + 1e-6
+    assert "op calls (nested ones too) per round" in run.stdout and "aten::" in run.stdout  # the table, PyTorch ops on the CPU
+    bad = subprocess.run([*cmd, "--profile-kernels", "-1"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and "--profile-kernels must be >= 0" in bad.stderr
