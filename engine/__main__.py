@@ -44,6 +44,7 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--length-budget", type=int, default=64)
     b.add_argument("--hf-baseline", type=int, default=0, metavar="PROMPTS", help="transformers generate baseline")
     b.add_argument("--hf-tokens", type=int, default=128)
+    b.add_argument("--hf-repeats", type=int, default=1, help="timed passes of the baseline (median reported)")
     b.add_argument("--temperature", type=float, default=0.0)
     b.add_argument("--warmup", choices=["auto", "short", "full"], default="auto")
     b.add_argument("--device", default="auto")
@@ -71,6 +72,8 @@ def bench(args: argparse.Namespace) -> int:
     try:
         if args.profile_kernels < 0:
             raise ValueError(f"--profile-kernels must be >= 0, got {args.profile_kernels}")
+        if args.hf_repeats < 1:
+            raise ValueError(f"--hf-repeats must be >= 1, got {args.hf_repeats}")
         longest = max([*args.contexts, args.length_context if args.lengths else 0, 1])
         need = longest + max([args.max_tokens, *args.lengths]) + 64
         decoder = load_decoder(
@@ -121,7 +124,12 @@ def bench(args: argparse.Namespace) -> int:
     if args.hf_baseline:
         first_context, first_prompts = next(iter(prompt_sets.items()))
         hf = hf_generate(
-            args.model, first_prompts[: args.hf_baseline], args.hf_tokens, str(decoder.device), decoder.dtype
+            args.model,
+            first_prompts[: args.hf_baseline],
+            args.hf_tokens,
+            str(decoder.device),
+            decoder.dtype,
+            repeats=args.hf_repeats,
         )
         ours = next((r for r in rows if r.algorithm == "ar" and r.context == first_context), None)
         ar_outputs = first_outputs.get(("ar", 0), [])
@@ -130,9 +138,11 @@ def bench(args: argparse.Namespace) -> int:
         hf["our_ar_tokens_per_second"] = ours.tokens_per_second if ours else None
         extra["hf_baseline"] = {k: v for k, v in hf.items() if k != "outputs"}
         speedup = hf["our_ar_tokens_per_second"] / hf["tokens_per_second"] if ours and hf["tokens_per_second"] else 0
+        runs = ", ".join(f"{r:.1f}" for r in hf["tokens_per_second_runs"])
         print(
-            f"transformers generate: {hf['tokens_per_second']:.1f} tok/s ({hf['prompts']} prompts x {hf['max_tokens']}"
-            f" tokens, context {first_context}); our ar: {hf['our_ar_tokens_per_second'] or 0:.1f} tok/s"
+            f"transformers generate: {hf['tokens_per_second']:.1f} tok/s (median of {hf['repeats']}: {runs};"
+            f" {hf['prompts']} prompts x {hf['max_tokens']} tokens, context {first_context});"
+            f" our ar: {hf['our_ar_tokens_per_second'] or 0:.1f} tok/s"
             f" = {speedup:.0f}x; same first tokens as our ar: {hf['identical_to_ar_prefix']}/{hf['prompts']}"
         )
     if args.profile_kernels > 0:

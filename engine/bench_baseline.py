@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -21,39 +22,63 @@ from engine.sampling import SamplingParams
 
 
 def hf_generate(
-    model_dir: str | Path, prompts: list[list[int]], max_tokens: int, device: str, dtype: torch.dtype
+    model_dir: str | Path,
+    prompts: list[list[int]],
+    max_tokens: int,
+    device: str,
+    dtype: torch.dtype,
+    repeats: int = 1,
 ) -> dict[str, Any]:
-    """tokens/s of `transformers` greedy generate (`min_new_tokens` = `max_new_tokens`: no early EOS)."""
+    """tokens/s of `transformers` greedy generate (`min_new_tokens` = `max_new_tokens`: no early EOS).
+
+    The prompts run `repeats` times after one warm-up call; the figure is the median of the passes'
+    rates (its own speed moves by ±15 % between identical calls on a GPU), all of them are kept.
+    """
     from transformers import AutoModelForCausalLM  # optional: only this baseline needs it
 
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype).to(device).eval()
-    outputs, seconds, tokens = [], 0.0, 0
-    for i, prompt in enumerate([prompts[0], *prompts]):  # the first run is a warm-up
-        ids = torch.tensor([prompt], device=device)
-        _sync(device)
-        t0 = time.perf_counter()
-        with torch.inference_mode():
-            out = model.generate(
-                ids,
-                attention_mask=torch.ones_like(ids),
-                max_new_tokens=max_tokens,
-                min_new_tokens=max_tokens,
-                do_sample=False,
-                pad_token_id=model.config.eos_token_id,
-            )
-        _sync(device)
-        if i:
-            seconds += time.perf_counter() - t0
-            tokens += out.shape[1] - ids.shape[1]
-            outputs.append(out[0, ids.shape[1] :].tolist())
+    _generate(model, prompts[0], max_tokens, device)  # warm-up
+    outputs: list[list[int]] = []
+    rates, seconds, tokens = [], 0.0, 0
+    for _ in range(repeats):
+        pass_seconds, pass_tokens = 0.0, 0
+        for prompt in prompts:
+            out, took = _generate(model, prompt, max_tokens, device)
+            pass_seconds += took
+            pass_tokens += len(out)
+            if len(outputs) < len(prompts):
+                outputs.append(out)
+        rates.append(pass_tokens / pass_seconds if pass_seconds else 0.0)
+        seconds += pass_seconds
+        tokens += pass_tokens
     return {
         "prompts": len(prompts),
         "max_tokens": max_tokens,
+        "repeats": repeats,
         "tokens": tokens,
         "seconds": seconds,
-        "tokens_per_second": tokens / seconds if seconds else 0.0,
+        "tokens_per_second": statistics.median(rates),
+        "tokens_per_second_runs": rates,
         "outputs": outputs,
     }
+
+
+def _generate(model: Any, prompt: list[int], max_tokens: int, device: str) -> tuple[list[int], float]:
+    """One greedy generate: the new tokens and the seconds it took."""
+    ids = torch.tensor([prompt], device=device)
+    _sync(device)
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        out = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=max_tokens,
+            min_new_tokens=max_tokens,
+            do_sample=False,
+            pad_token_id=model.config.eos_token_id,
+        )
+    _sync(device)
+    return out[0, ids.shape[1] :].tolist(), time.perf_counter() - t0
 
 
 def _sync(device: str) -> None:

@@ -77,3 +77,19 @@ def test_it_profiles_the_ops_of_a_round(tiny_dirs: tuple[Path, Path], tmp_path: 
     assert "aten::" in run.stdout
     bad = subprocess.run([*cmd, "--profile-kernels", "-1"], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and "--profile-kernels must be >= 0" in bad.stderr
+
+
+def test_it_times_the_transformers_baseline_as_a_median_of_passes(tiny_dirs: tuple[Path, Path], tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    cmd = [sys.executable, "-m", "engine", "bench", "--model", str(tiny_dirs[0]), "--draft", str(tiny_dirs[1])]
+    cmd += ["--device", "cpu", "--prompts", "1", "--max-tokens", "6", "--algorithms", "ar", "--hf-baseline", "1"]
+    cmd += ["--hf-tokens", "6"]
+    run = subprocess.run([*cmd, "--hf-repeats", "3", "--json", str(out)], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    hf = json.loads(out.read_text())["hf_baseline"]
+    assert hf["repeats"] == 3 and len(hf["tokens_per_second_runs"]) == 3 and hf["tokens"] == 3 * 6
+    assert hf["tokens_per_second"] == sorted(hf["tokens_per_second_runs"])[1] > 0
+    assert hf["identical_to_ar_prefix"] == 1  # the same weights, greedy, fp32: the same tokens
+    assert "median of 3" in run.stdout
+    bad = subprocess.run([*cmd, "--hf-repeats", "0"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and "--hf-repeats must be >= 1" in bad.stderr
