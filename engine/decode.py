@@ -239,13 +239,18 @@ class Decoder:
             out += [tree.tokens[i] for i in accepted[1:]] + [bonus]
             finish = self._finish(out, params, n)
         stats.decode_seconds = self._sync() - t1
+        return self._generation(finish, params, n, stats)
 
+    def _generation(
+        self, finish: tuple[list[int], str], params: SamplingParams, prompt_len: int, stats: GenerationStats
+    ) -> Generation:
+        """The result: the tokens, their text cut before the first stop string, and why it ended."""
         tokens, reason = finish
         text = self.tokenizer.decode(tokens)
         for s in params.stop:
             if s in text:
                 text = text[: text.index(s)]
-        return Generation(tokens, text, reason, n, stats)
+        return Generation(tokens, text, reason, prompt_len, stats)
 
     def _draft_tree(
         self, algorithm: str, budget: int, bonus: int, start: int, feats: list[Tensor], sampler: Sampler

@@ -376,8 +376,6 @@ class FastPath:
         budget: int,
         on_progress: Callable[[list[int]], bool | None] | None,
     ) -> Generation:
-        from engine.decode import Generation  # decode imports this module
-
         n = len(prompt_ids)
         banned = dec.banned_ids(params)
         vocab = self.target.config.vocab_size
@@ -435,10 +433,4 @@ class FastPath:
             spans = dict(zip(names, seconds, strict=True))
             stage = tuple(spans.get(s, 0.0) for s in ("draft", "tree_build", "verify", "commit"))
             stats.record_round(size, list(range(1, count)), stage)
-
-        tokens, reason = finish
-        text = dec.tokenizer.decode(tokens)
-        for s in params.stop:
-            if s in text:
-                text = text[: text.index(s)]
-        return Generation(tokens, text, reason, n, stats)
+        return dec._generation(finish, params, n, stats)
