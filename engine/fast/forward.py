@@ -127,6 +127,15 @@ class FusedLayer:
         out = tree_attention(q, cache[0, :keys][None], cache[1, :keys][None], past, packed_mask)
         return out.reshape(1, q.shape[1], self.h * self.hd)
 
+    def attention(
+        self, q: Tensor, cache: Tensor, keys: int, mask: Tensor | None, tree: tuple[Tensor, Tensor] | None
+    ) -> Tensor:
+        """`attend_tree` when `tree` = (past, packed mask) is given, else `attend` under `mask`."""
+        if tree is not None:
+            return self.attend_tree(q, cache, keys, *tree)
+        assert mask is not None
+        return self.attend(q, cache, keys, mask)
+
     def finish(self, h: Tensor, heads: Tensor, triton: bool) -> Tensor:
         """h + o_proj(heads), then h + MLP(RMSNorm(h)): the rest of the layer."""
         if triton:
@@ -172,12 +181,7 @@ class FusedTarget:
         outputs = []
         for i, fl in enumerate(self.layers):
             q = fl.qkv_store(h, rope, kv[i], rows, self.triton)
-            if tree is not None:
-                heads = fl.attend_tree(q, kv[i], keys, *tree)
-            else:
-                assert mask is not None
-                heads = fl.attend(q, kv[i], keys, mask)
-            h = fl.finish(h, heads, self.triton_mlp)
+            h = fl.finish(h, fl.attention(q, kv[i], keys, mask, tree), self.triton_mlp)
             if i in capture:
                 outputs.append(h[0])
         feats = torch.cat(outputs, dim=-1) if outputs else h[0, :, :0]
@@ -191,16 +195,9 @@ class FusedDrafter:
         self.sin = signed_sin(drafter.rotary)
         self.triton = False
         self.triton_mlp = False
-        self._empty_mask: Tensor | None = None
 
     def project(self, feats: Tensor) -> Tensor:
         return norm(self.drafter.fc(feats[None]), self.drafter.hidden_norm)
-
-    def _no_tree(self, rows: int, device: torch.device) -> Tensor:
-        """An all-zero packed tree mask, made once (outside graph capture: the first pass is eager)."""
-        if self._empty_mask is None or self._empty_mask.shape[0] != rows:
-            self._empty_mask = torch.zeros(rows, 1, dtype=torch.int32, device=device)
-        return self._empty_mask
 
     def context(self, feats: Tensor, positions: Tensor, dkv: Tensor, rows: Tensor) -> None:
         """Project target features [C, F] and store every layer's context K/V at `rows`."""
@@ -218,28 +215,22 @@ class FusedDrafter:
         dkv: Tensor,
         keys: int,
         mask: Tensor | None,
-        past: Tensor | None = None,
+        tree: tuple[Tensor, Tensor] | None = None,
     ) -> Tensor:
         """One draft pass. block_emb [Q, H] at block_pos [Q]; feats [Q, F]: target features of the
         newly committed tokens at ctx_pos (rows past the committed ones are scratch: the block's
-        own K/V, written after, overwrite them). mask: bool [Q, keys]; or `past` (0-dim, = the
-        block's end row): every row before it is visible, through the tree-attention kernel with an
-        empty tree mask (the block rows are then ordinary past rows, seen by every query, as DFlash's
-        bidirectional block wants). Returns the last layer's output [Q, H] (before the final norm)."""
+        own K/V, written after, overwrite them). mask: bool [Q, keys]; or `tree` = (the block's end
+        row, an all-zero packed mask [Q, 1]): every row before it is visible, through the
+        tree-attention kernel (the block rows are then ordinary past rows, seen by every query, as
+        DFlash's bidirectional block wants). Returns the last layer's output [Q, H] (before the final
+        norm)."""
         d = self.drafter
         ctx = self.project(feats)
         q_rope = Rope(d.rotary, self.sin, block_pos, ctx.dtype)
         c_rope = Rope(d.rotary, self.sin, ctx_pos, ctx.dtype)
         h = block_emb[None]
-        no_tree = self._no_tree(block_emb.shape[0], h.device) if past is not None else None
         for i, fl in enumerate(self.layers):
             fl.kv_store(ctx, c_rope, dkv[i], ctx_pos, self.triton)
             q = fl.qkv_store(h, q_rope, dkv[i], block_pos, self.triton)
-            if past is not None:
-                assert no_tree is not None
-                heads = fl.attend_tree(q, dkv[i], keys, past, no_tree)
-            else:
-                assert mask is not None
-                heads = fl.attend(q, dkv[i], keys, mask)
-            h = fl.finish(h, heads, self.triton_mlp)
+            h = fl.finish(h, fl.attention(q, dkv[i], keys, mask, tree), self.triton_mlp)
         return h[0]

@@ -161,6 +161,7 @@ class FastPath:
         self.feats = torch.zeros(block_size, self.feat_width, dtype=self.dtype, device=dev)
         self.ban = torch.zeros(cfg.vocab_size, dtype=torch.float32, device=dev)
         self.head = target.lm_head.weight.float()  # shares the weight when it is fp32 already
+        self.no_tree = torch.zeros(block_size, 1, dtype=torch.int32, device=dev)  # the draft pass's empty tree mask
         self.block_ids = torch.full((block_size,), mask_id if mask_id is not None else 0, device=dev)
         self.draft_logits = torch.zeros(self.depth_limit, cfg.vocab_size, dtype=torch.float32, device=dev)
         self.result = torch.zeros(block_size + 3, dtype=torch.long, device=dev)
@@ -230,7 +231,8 @@ class FastPath:
         ctx_pos = s - self.n_new + self.index[:block]
         emb = self.target.model.embed_tokens(self.block_ids)
         if self.draft_kernel:  # every row before the block's end is visible: no mask to build
-            h = self.fused_drafter.forward(emb, block_pos, self.feats, ctx_pos, self.dkv, keys, None, past=s[0] + block)
+            tree = (s[0] + block, self.no_tree)
+            h = self.fused_drafter.forward(emb, block_pos, self.feats, ctx_pos, self.dkv, keys, None, tree)
         else:
             cols = self.index[:keys]
             context = cols < s

@@ -103,7 +103,8 @@ with torch.inference_mode():
         emb, feats = torch.randn(t, d.hidden_size, generator=g), torch.randn(t, 2 * d.hidden_size, generator=g)
         dkv = torch.randn(d.num_hidden_layers, 2, 128, d.num_key_value_heads, d.head_dim, generator=g).to(device)
         h = fused.forward(emb.to(device), torch.arange(43, 43 + t, device=device), feats.to(device),
-                          torch.arange(40, 40 + t, device=device), dkv, 64 + t, None, past=want[2])
+                          torch.arange(40, 40 + t, device=device), dkv, 64 + t, None,
+                          (want[2], torch.zeros(t, 1, dtype=torch.int32, device=device)))
         assert (h - want[0]).abs().max() < 1e-4, (t, (h - want[0]).abs().max())
 from engine.kernels.tree_attention import tree_attention
 g = torch.Generator().manual_seed(4)  # the kernel itself, empty tree: rows [0, past) visible, nothing after
