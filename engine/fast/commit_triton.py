@@ -102,9 +102,13 @@ def commit(
 
 
 @triton.jit
-def _commit_one_kernel(choices, result, start, bonus, BLOCK: tl.constexpr):
+def _commit_one_kernel(logits, choices, result, start, bonus, V, BLOCK: tl.constexpr, VP: tl.constexpr):
+    cols = tl.arange(0, VP)
+    # The greedy choice here rather than in a separate argmax launch; ties go to the lowest id, as in
+    # torch.argmax.
+    c = tl.argmax(tl.load(logits + cols, mask=cols < V, other=float("-inf")), 0).to(tl.int64)
     b = tl.load(bonus)
-    c = tl.load(choices)
+    tl.store(choices, c)
     tl.store(result, tl.full((), 1, tl.int64))
     tl.store(result + 1, b)
     tl.store(result + BLOCK + 1, c)
@@ -112,6 +116,10 @@ def _commit_one_kernel(choices, result, start, bonus, BLOCK: tl.constexpr):
     tl.store(start, tl.load(start) + 1)
 
 
-def commit_one(choices: Tensor, result: Tensor, start: Tensor, bonus: Tensor, block: int) -> None:
-    """ar's commit (the one node is accepted, its choice is the next bonus) in one launch, not five."""
-    _commit_one_kernel[(1,)](choices, result, start, bonus, BLOCK=block, num_warps=1)
+def commit_one(logits: Tensor, choices: Tensor, result: Tensor, start: Tensor, bonus: Tensor, block: int) -> None:
+    """ar's step after the LM head in one launch, not six: the argmax of logits [1, V] (into
+    choices [1]), and the commit (the one node is accepted, its choice is the next bonus)."""
+    v = logits.shape[-1]
+    _commit_one_kernel[(1,)](
+        logits, choices, result, start, bonus, v, BLOCK=block, VP=triton.next_power_of_2(v), num_warps=4
+    )

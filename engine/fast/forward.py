@@ -119,18 +119,19 @@ class FusedLayer:
         )
         return out.transpose(1, 2).reshape(1, q.shape[1], self.h * self.hd)
 
-    def attend_tree(self, q: Tensor, cache: Tensor, keys: int, past: Tensor, packed_mask: Tensor) -> Tensor:
+    def attend_tree(self, q: Tensor, cache: Tensor, keys: int, past: Tensor, packed_mask: Tensor | None) -> Tensor:
         """Like `attend`, through the tree-attention kernel: rows [0, past) all visible, the T tree rows
-        at [past, past + T) under the packed ancestor mask (engine.kernels.tree_attention)."""
+        at [past, past + T) under the packed ancestor mask, or none without one
+        (engine.kernels.tree_attention)."""
         from engine.kernels.tree_attention import tree_attention
 
         out = tree_attention(q, cache[0, :keys][None], cache[1, :keys][None], past, packed_mask)
         return out.reshape(1, q.shape[1], self.h * self.hd)
 
     def attention(
-        self, q: Tensor, cache: Tensor, keys: int, mask: Tensor | None, tree: tuple[Tensor, Tensor] | None
+        self, q: Tensor, cache: Tensor, keys: int, mask: Tensor | None, tree: tuple[Tensor, Tensor | None] | None
     ) -> Tensor:
-        """`attend_tree` when `tree` = (past, packed mask) is given, else `attend` under `mask`."""
+        """`attend_tree` when `tree` = (past, packed mask or None) is given, else `attend` under `mask`."""
         if tree is not None:
             return self.attend_tree(q, cache, keys, *tree)
         assert mask is not None
@@ -169,12 +170,12 @@ class FusedTarget:
         keys: int,
         mask: Tensor | None,
         capture: Sequence[int],
-        tree: tuple[Tensor, Tensor] | None = None,
+        tree: tuple[Tensor, Tensor | None] | None = None,
     ) -> tuple[Tensor, Tensor]:
         """ids, positions, rows: [T]; mask: bool [T, keys], or `tree` = (past: 0-dim long, packed
-        ancestor mask) for the tree-attention kernel. Writes K/V at `rows`; returns (the last layer's
-        output [T, H], before the final norm — the LM head applies it — and the captured layers'
-        outputs concatenated [T, len(capture)·H])."""
+        ancestor mask, or None when the T rows are all below past) for the tree-attention kernel.
+        Writes K/V at `rows`; returns (the last layer's output [T, H], before the final norm — the LM
+        head applies it — and the captured layers' outputs concatenated [T, len(capture)·H])."""
         m = self.model.model
         rope = Rope(m.rotary, self.sin, positions, m.embed_tokens.weight.dtype)
         h = m.embed_tokens(ids[None])
@@ -215,12 +216,12 @@ class FusedDrafter:
         dkv: Tensor,
         keys: int,
         mask: Tensor | None,
-        tree: tuple[Tensor, Tensor] | None = None,
+        tree: tuple[Tensor, None] | None = None,
     ) -> Tensor:
         """One draft pass. block_emb [Q, H] at block_pos [Q]; feats [Q, F]: target features of the
         newly committed tokens at ctx_pos (rows past the committed ones are scratch: the block's
         own K/V, written after, overwrite them). mask: bool [Q, keys]; or `tree` = (the block's end
-        row, an all-zero packed mask [Q, 1]): every row before it is visible, through the
+        row, None): every row before it is visible, through the
         tree-attention kernel (the block rows are then ordinary past rows, seen by every query, as
         DFlash's bidirectional block wants). Returns the last layer's output [Q, H] (before the final
         norm)."""

@@ -15,10 +15,11 @@ with these kernels that is four launches besides attention:
 Numerics: fp32 accumulation and one rounding of the result, where PyTorch rounds after each op; the
 input times the norm weight is rounded to the weight dtype before the matmul (PyTorch rounds the
 normalised input: the per-row 1/rms is applied here to the fp32 accumulator), and q/k/v are rounded
-before their norm, as in PyTorch. Each output row depends only on its own input row and the launch settings, which do
-not change with the row count, so a 1-row pass and a 65-row pass compute a row alike (cuBLAS picks
-different kernels for the two). fp32 inputs use IEEE matmuls (no TF32), so fp32 stays exact enough
-for the CPU comparison (tests/engine/test_fast_triton.py).
+before their norm, as in PyTorch. Each output row depends only on its own input row, summed over K
+in the same block order whatever the row count (only the tile height and warps change), so a 1-row
+pass and a 65-row pass compute a row alike (cuBLAS picks different kernels for the two). fp32 inputs
+use IEEE matmuls (no TF32), so fp32 stays exact enough for the CPU comparison
+(tests/engine/test_fast_triton.py).
 """
 
 from __future__ import annotations
@@ -28,11 +29,33 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from engine.kernels import pdl
+
 BLOCK_K = 128
+# Output columns per program (gate and up columns each, with SwiGLU). Narrow tiles put more programs on
+# the SMs, each streaming fewer weight bytes: on the H200, 32 beat 64 (ar +5 %, ddtree +2 %) and 16.
+BLOCK_N = 32
 
 
 def _block_m(m: int) -> int:
+    # A one-row pass also takes a 16-row tensor-core tile: on the H200, one row as products summed on
+    # the CUDA cores (BLOCK_M = 1) made ar 21 % slower.
     return 16 if m <= 16 else 32 if m <= 32 else 64
+
+
+@triton.jit
+def _dot(x, w, IEEE: tl.constexpr):
+    """x [BLOCK_M, BLOCK_K] · w [BLOCK_K, N], accumulated in fp32 (IEEE: exact fp32, no TF32)."""
+    if IEEE:
+        return tl.dot(x, w, input_precision="ieee")
+    else:
+        return tl.dot(x, w)
+
+
+def _warps(m: int) -> int:
+    # A one-row pass has too little work per tile for four warps: with two, ar ran 3-8 % faster on the
+    # H200; the 65-row verify pass ran 9 % slower with two (16 rows: no difference).
+    return 2 if m <= 4 else 4
 
 
 @triton.jit
@@ -57,8 +80,9 @@ def _linear_kernel(
     x_ptr, w_ptr, out_ptr, norm_w, res_ptr,
     M, N, K, eps, stride_x, stride_o, stride_r,
     PRE_NORM: tl.constexpr, SWIGLU: tl.constexpr, RESIDUAL: tl.constexpr, IEEE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GDC: tl.constexpr,
 ):  # fmt: skip
+    pdl.gdc(GDC)
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_ok, col_ok = rows < M, cols < N
@@ -67,22 +91,19 @@ def _linear_kernel(
     up = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     ks = tl.arange(0, BLOCK_K)
     dtype = w_ptr.dtype.element_ty
+    mask = row_ok[:, None] & col_ok[None, :]
+    if RESIDUAL:  # loaded before the loop: its latency overlaps the matmul's
+        res = tl.load(res_ptr + rows[:, None] * stride_r + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     for k0 in range(0, K, BLOCK_K):
         x, x_ss = _x_tile(x_ptr, stride_x, rows, row_ok, k0, K, norm_w, PRE_NORM, dtype, BLOCK_K)
         ss += x_ss
         k_ok = k0 + ks < K
         w_mask = k_ok[:, None] & col_ok[None, :]
         w = tl.load(w_ptr + cols[None, :] * K + (k0 + ks)[:, None], mask=w_mask, other=0.0)  # [BLOCK_K, BLOCK_N]
-        if IEEE:
-            acc += tl.dot(x, w, input_precision="ieee")
-        else:
-            acc += tl.dot(x, w)
+        acc += _dot(x, w, IEEE)
         if SWIGLU:  # the up rows follow the N gate rows
             wu = tl.load(w_ptr + (cols + N)[None, :] * K + (k0 + ks)[:, None], mask=w_mask, other=0.0)
-            if IEEE:
-                up += tl.dot(x, wu, input_precision="ieee")
-            else:
-                up += tl.dot(x, wu)
+            up += _dot(x, wu, IEEE)
     if PRE_NORM:
         inv = 1.0 / tl.sqrt(ss / K + eps)
         acc = acc * inv[:, None]
@@ -90,11 +111,8 @@ def _linear_kernel(
     if SWIGLU:  # PyTorch rounds gate and up before SiLU and the product: so do we
         g = acc.to(dtype).to(tl.float32)
         acc = (g / (1.0 + tl.exp(-g))).to(dtype).to(tl.float32) * up.to(dtype).to(tl.float32)
-    mask = row_ok[:, None] & col_ok[None, :]
     if RESIDUAL:
-        acc = acc.to(dtype).to(tl.float32) + tl.load(
-            res_ptr + rows[:, None] * stride_r + cols[None, :], mask=mask, other=0.0
-        ).to(tl.float32)
+        acc = acc.to(dtype).to(tl.float32) + res
     tl.store(out_ptr + rows[:, None] * stride_o + cols[None, :], acc.to(out_ptr.dtype.element_ty), mask=mask)
 
 
@@ -103,8 +121,9 @@ def _qkv_kernel(
     x_ptr, w_ptr, norm_w, qk_norm, cos, sin, positions, dest_rows, q_out, k_cache, v_cache,
     M, K, eps, qk_eps, stride_x,
     H: tl.constexpr, KV: tl.constexpr, HD: tl.constexpr, PRE_NORM: tl.constexpr, IEEE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GDC: tl.constexpr,
 ):  # fmt: skip
+    pdl.gdc(GDC)
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     j = tl.program_id(1)  # head: q heads, then k heads, then v heads
     row_ok = rows < M
@@ -115,37 +134,37 @@ def _qkv_kernel(
     ks = tl.arange(0, BLOCK_K)
     dtype = w_ptr.dtype.element_ty
     w_head = w_ptr + j * HD * K
+    # Everything the epilogue reads that does not depend on the matmul is loaded up front, so its
+    # latency (positions → cos/sin rows is a chain of two) overlaps the loop instead of following it.
+    ok = row_ok[:, None]
+    rope = ok & (j < H + KV)  # v heads have no norm and no RoPE
+    dest = tl.load(dest_rows + rows, mask=row_ok, other=0)
+    pos = tl.load(positions + rows, mask=row_ok, other=0)[:, None]
+    c_lo = tl.load(cos + pos * HD + half[None, :], mask=rope, other=0.0)
+    c_hi = tl.load(cos + pos * HD + HD // 2 + half[None, :], mask=rope, other=0.0)
+    s_lo = tl.load(sin + pos * HD + half[None, :], mask=rope, other=0.0)  # negated half of the table
+    s_hi = tl.load(sin + pos * HD + HD // 2 + half[None, :], mask=rope, other=0.0)
+    head_ok = (half < HD // 2) & (j < H + KV)  # the first term only gives it the vector shape
+    wa = tl.load(qk_norm + j * HD + half, mask=head_ok, other=0.0).to(tl.float32)[None, :]
+    wb = tl.load(qk_norm + j * HD + HD // 2 + half, mask=head_ok, other=0.0).to(tl.float32)[None, :]
     for k0 in range(0, K, BLOCK_K):
         x, x_ss = _x_tile(x_ptr, stride_x, rows, row_ok, k0, K, norm_w, PRE_NORM, dtype, BLOCK_K)
         ss += x_ss
         k_ok = (k0 + ks < K)[:, None]
         w_lo = tl.load(w_head + half[None, :] * K + (k0 + ks)[:, None], mask=k_ok, other=0.0)
         w_hi = tl.load(w_head + (half + HD // 2)[None, :] * K + (k0 + ks)[:, None], mask=k_ok, other=0.0)
-        if IEEE:
-            lo += tl.dot(x, w_lo, input_precision="ieee")
-            hi += tl.dot(x, w_hi, input_precision="ieee")
-        else:
-            lo += tl.dot(x, w_lo)
-            hi += tl.dot(x, w_hi)
+        lo += _dot(x, w_lo, IEEE)
+        hi += _dot(x, w_hi, IEEE)
     if PRE_NORM:
         inv = 1.0 / tl.sqrt(ss / K + eps)
         lo = lo * inv[:, None]
         hi = hi * inv[:, None]
-    dest = tl.load(dest_rows + rows, mask=row_ok, other=0)
     lo = lo.to(dtype)
     hi = hi.to(dtype)
-    ok = row_ok[:, None]
     if j < H + KV:
         a = lo.to(tl.float32)
         b = hi.to(tl.float32)
         inv_h = 1.0 / tl.sqrt((tl.sum(a * a, axis=1) + tl.sum(b * b, axis=1)) / HD + qk_eps)
-        wa = tl.load(qk_norm + j * HD + half).to(tl.float32)[None, :]
-        wb = tl.load(qk_norm + j * HD + HD // 2 + half).to(tl.float32)[None, :]
-        pos = tl.load(positions + rows, mask=row_ok, other=0)[:, None]
-        c_lo = tl.load(cos + pos * HD + half[None, :], mask=ok, other=0.0)
-        c_hi = tl.load(cos + pos * HD + HD // 2 + half[None, :], mask=ok, other=0.0)
-        s_lo = tl.load(sin + pos * HD + half[None, :], mask=ok, other=0.0)  # negated half of the table
-        s_hi = tl.load(sin + pos * HD + HD // 2 + half[None, :], mask=ok, other=0.0)
         y_lo = (a * wa * c_lo + b * wb * s_lo) * inv_h[:, None]
         y_hi = (b * wb * c_hi + a * wa * s_hi) * inv_h[:, None]
         if j < H:
@@ -175,13 +194,13 @@ def linear(
     n = weight.shape[0] // 2 if swiglu else weight.shape[0]
     out = torch.empty(m, n, dtype=weight.dtype, device=x.device)
     res = residual if residual is not None else out
-    block_m, block_n = _block_m(m), 32 if swiglu else 64
+    block_m, block_n = _block_m(m), BLOCK_N
     grid = (triton.cdiv(m, block_m), triton.cdiv(n, block_n))
     _linear_kernel[grid](
         x, weight, out, norm if norm is not None else weight, res, m, n, k, eps, x.stride(0), out.stride(0),
         res.stride(0), PRE_NORM=norm is not None, SWIGLU=swiglu, RESIDUAL=residual is not None,
         IEEE=weight.dtype == torch.float32,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=BLOCK_K, num_warps=4,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=BLOCK_K, num_warps=_warps(m), **pdl.options(x.device),
     )  # fmt: skip
     return out
 
@@ -213,6 +232,7 @@ def qkv_linear(
     _qkv_kernel[grid](
         x, weight, norm if norm is not None else weight, qk_norm, cos, sin, positions, rows, q, cache[0], cache[1],
         m, k, eps, qk_eps, x.stride(0), H=heads, KV=kv_heads, HD=hd, PRE_NORM=norm is not None,
-        IEEE=weight.dtype == torch.float32, BLOCK_M=block_m, BLOCK_K=BLOCK_K, num_warps=4,
+        IEEE=weight.dtype == torch.float32, BLOCK_M=block_m, BLOCK_K=BLOCK_K, num_warps=_warps(m),
+        **pdl.options(x.device),
     )  # fmt: skip
     return q

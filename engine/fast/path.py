@@ -161,7 +161,6 @@ class FastPath:
         self.feats = torch.zeros(block_size, self.feat_width, dtype=self.dtype, device=dev)
         self.ban = torch.zeros(cfg.vocab_size, dtype=torch.float32, device=dev)
         self.head = target.lm_head.weight.float()  # shares the weight when it is fp32 already
-        self.no_tree = torch.zeros(block_size, 1, dtype=torch.int32, device=dev)  # the draft pass's empty tree mask
         self.block_ids = torch.full((block_size,), mask_id if mask_id is not None else 0, device=dev)
         self.draft_logits = torch.zeros(self.depth_limit, cfg.vocab_size, dtype=torch.float32, device=dev)
         self.result = torch.zeros(block_size + 3, dtype=torch.long, device=dev)
@@ -231,7 +230,7 @@ class FastPath:
         ctx_pos = s - self.n_new + self.index[:block]
         emb = self.target.model.embed_tokens(self.block_ids)
         if self.draft_kernel:  # every row before the block's end is visible: no mask to build
-            tree = (s[0] + block, self.no_tree)
+            tree = (s[0] + block, None)
             h = self.fused_drafter.forward(emb, block_pos, self.feats, ctx_pos, self.dkv, keys, None, tree)
         else:
             cols = self.index[:keys]
@@ -256,13 +255,17 @@ class FastPath:
         tree = tree_ops.build_tree(self.plans[(budget, k)], self.bonus, top.indices, top.values)
         self._buffers(1 + budget).store(tree)
 
-    def _verify(self, t: int, keys: int) -> None:
+    def _verify(self, t: int, keys: int) -> Tensor:
         buf, s = self._buffers(t), self.start
         if t == 1:  # ar: the bonus token at position and row `start`, and no drafter to feed
             tokens, positions, rows, capture = self.bonus, s, s, ()
         else:
             tokens, positions, rows, capture = buf.tokens, s + buf.depths, s + self.index[:t], self.capture
         if self.tree_attention:
+            # ar too sees its own row as a one-node tree rather than as one more past row, which would
+            # skip the kernel's tree loop (~7 µs of a 0.13 ms step in the kernel profile) but cut the
+            # keys into other blocks than a tree pass's root does: in the H200 benchmark, 32 instead
+            # of 19 of 144 outputs then diverged from ar at near-ties.
             hidden, feats = self.fused_target.forward(
                 tokens, positions, self.kv, rows, keys, None, capture, tree=(s[0], buf.packed)
             )
@@ -272,16 +275,22 @@ class FastPath:
             in_tree = (rel >= 0) & (rel < t)
             mask = (cols < s)[None, :] | (in_tree[None, :] & buf.visible[:, rel.clamp(0, t - 1)])
             hidden, feats = self.fused_target.forward(tokens, positions, self.kv, rows, keys, mask, capture)
-        torch.argmax(self._scores(hidden, self.target.model.norm), -1, out=buf.choices)
+        scores = self._scores(hidden, self.target.model.norm)
         if t > 1:
             buf.feats.copy_(feats)
+        if not (t == 1 and self.triton_commit):  # (ar's Triton commit takes the argmax itself)
+            torch.argmax(scores, -1, out=buf.choices)
+        return scores
 
-    def _commit(self, t: int) -> None:
+    def _commit(self, t: int, scores: Tensor | None = None) -> None:
+        """scores: ar's verify logits, which its Triton commit reads (every other commit reads the
+        choices)."""
         buf, block = self._buffers(t), self.block
-        if t == 1 and self.triton_commit:  # ar: the same five updates in one kernel
+        if t == 1 and self.triton_commit:  # ar: the argmax and the five updates in one kernel
             from engine.fast.commit_triton import commit_one
 
-            commit_one(buf.choices, self.result, self.start, self.bonus, block)
+            assert scores is not None
+            commit_one(scores, buf.choices, self.result, self.start, self.bonus, block)
             return
         if t == 1:  # ar: the one node is accepted; its choice is the next bonus
             self.result[0].fill_(1)
@@ -336,8 +345,7 @@ class FastPath:
         if algorithm == "ar":
 
             def step() -> None:  # the bonus is the one node: no tree to build
-                self._verify(1, verify_keys)
-                self._commit(1)
+                self._commit(1, self._verify(1, verify_keys))
 
             return [(("ar", verify_keys), step)]
         # The kernel also reads (masked) the block-wide rows after the block: keep them inside the bucket.

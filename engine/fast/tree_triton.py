@@ -4,8 +4,9 @@ Same algorithm as `tree_ops.build_tree` (read its docstring first). After log-so
 (PyTorch: its radix select beat a full in-register sort of the vocabulary, 85 µs, on the H200),
 `_depths_kernel`, one program, runs the depth loop (gather the parents' scores, add the child
 log-probabilities, sort the ~B·ln B candidate pairs as (score, index) packed into int64 keys,
-keep the best B) and the final merge of the L·B survivors into pop order, with the per-depth
-results in global scratch between `debug_barrier`s (one CTA, so a barrier orders them). Then
+keep the best B; the survivors' scores go from depth to depth in registers through `tl.gather`) and
+the final merge of the L·B survivors into pop order, which reads every depth's results back from
+global scratch after a `debug_barrier` (one CTA, so the barrier orders them). Then
 `_node_of_kernel` inverts the pop order and `_assemble_kernel`, one program per node, writes its
 token, parent, depth and ancestor row (walking up the survivors' parent links) straight into the
 decoder's static tree buffers.
@@ -22,6 +23,7 @@ import triton.language as tl
 from torch import Tensor
 
 from engine.fast import tree_ops
+from engine.kernels import pdl
 
 
 @triton.jit
@@ -70,15 +72,17 @@ def _depths_kernel(
     cm = c < C
     parent = tl.load(pair_parent + c, mask=cm, other=0)
     rank = tl.load(pair_rank + c, mask=cm, other=0)
+    # The survivors' scores stay in registers from depth to depth (their first B entries, best first):
+    # a register gather instead of a store, a barrier and a load on every depth's critical path.
+    prev = tl.load(lp + c, mask=(c < K) & (c < B), other=float("-inf"))
     for d in range(1, L):
-        tl.debug_barrier()  # depth d − 1's scores are written
-        cand = tl.load(score + (d - 1) * B + parent, mask=cm, other=float("-inf"))
-        cand = cand + tl.load(lp + d * K + rank, mask=cm, other=float("-inf"))
+        cand = tl.gather(prev, parent, 0) + tl.load(lp + d * K + rank, mask=cm, other=float("-inf"))
         cand = tl.where(cm, cand, float("-inf"))
         srt = tl.sort(_pack(cand, c, CP), descending=True)
-        tl.store(score + d * B + c, _unpack_value(srt), mask=c < B)
+        prev = _unpack_value(srt)
+        tl.store(score + d * B + c, prev, mask=c < B)
         tl.store(pick + d * B + c, _unpack_index(srt, CP), mask=c < B)
-    tl.debug_barrier()
+    tl.debug_barrier()  # every depth's scores are written
     n = tl.arange(0, NP)
     flat = tl.load(score + n, mask=n < L * B, other=float("-inf"))
     srt = tl.sort(_pack(flat, n, NP), descending=True)
@@ -86,7 +90,8 @@ def _depths_kernel(
 
 
 @triton.jit
-def _node_of_kernel(order, node_of, B: tl.constexpr, BP: tl.constexpr):
+def _node_of_kernel(order, node_of, B: tl.constexpr, BP: tl.constexpr, GDC: tl.constexpr):
+    pdl.gdc(GDC)
     i = tl.arange(0, BP)
     flat = tl.load(order + i, mask=i < B, other=0)
     tl.store(node_of + flat, i + 1, mask=i < B)
@@ -112,9 +117,11 @@ def _assemble_kernel(
     N: tl.constexpr,
     NP: tl.constexpr,
     PACK: tl.constexpr,
+    GDC: tl.constexpr,
 ):
     """One program per node i (0 = root): its token, parent, depth and ancestor row, from `order`;
     with PACK also the row as the tree-attention kernel's int32 bit words (`pack_tree_mask`)."""
+    pdl.gdc(GDC)
     i = tl.program_id(0)
     cols = tl.arange(0, NP)
     row = (cols == 0) | (cols == i)
@@ -197,13 +204,14 @@ class TritonTree:
             self.top_lp, self.pair_parent, self.pair_rank, self.score, self.pick, self.order, depth, k, c,
             B=b, BP=_pow2(b), CP=_pow2(c), NP=_pow2(depth * b), num_warps=8,
         )  # fmt: skip
-        _node_of_kernel[(1,)](self.order, self.node_of, B=b, BP=_pow2(b), num_warps=4)
+        launch = pdl.options(logits.device)  # the two kernels after the first start while it ends
+        _node_of_kernel[(1,)](self.order, self.node_of, B=b, BP=_pow2(b), num_warps=4, **launch)
         n = b + 1
         out = self.out
         packed = self.packed
         _assemble_kernel[(n,)](
             root, self.order, self.node_of, self.score, self.pick, self.pair_parent, self.pair_rank, self.top_ids,
             out.tokens, out.parents, out.depths, out.visible, packed if packed is not None else out.visible, k, B=b,
-            N=n, NP=max(32, _pow2(n)), PACK=packed is not None, num_warps=2,
+            N=n, NP=max(32, _pow2(n)), PACK=packed is not None, num_warps=2, **launch,
         )  # fmt: skip
         return out

@@ -12,6 +12,9 @@
   caller applies o_proj.
 - tree_mask: bool [T, T], or the same packed by `pack_tree_mask` (int32 [T, ceil(T / 32)], bit c % 32 of
   word c // 32). Pack once per round and pass the packed form to every layer to save the packing launches.
+- tree_mask None: no tree columns at all, every query sees exactly rows [0, past) (past >= 1). Callers
+  whose queries' own rows are already written below `past` (a one-token step, a block that attends to
+  itself both ways) skip the tree loop this way.
 - past: a Python int, or a 0-dim integer tensor on q's device. An int is baked into a captured CUDA graph;
   a device tensor is read by the kernel, so one graph (fixed T and k's capacity) serves every context:
   write the new length into the tensor before each replay. The split heuristic then sizes itself on k's
@@ -62,11 +65,13 @@ def unpack_tree_mask(packed: Tensor, t: int) -> Tensor:
     return bits.reshape(packed.shape[0], -1)[:, :t].bool()
 
 
-def reference(q: Tensor, k: Tensor, v: Tensor, past: int | Tensor, tree_mask: Tensor) -> Tensor:
+def reference(q: Tensor, k: Tensor, v: Tensor, past: int | Tensor, tree_mask: Tensor | None) -> Tensor:
     """The plain PyTorch path: SDPA over keys [0, past + T) with a dense bool mask (past all visible)."""
     n, t, h, _ = q.shape
     past = int(past)  # a device tensor costs a sync here: this path is the CPU fallback and the reference
-    if tree_mask.dtype != torch.bool:
+    if tree_mask is None:
+        tree_mask = torch.zeros(t, t, dtype=torch.bool, device=q.device)
+    elif tree_mask.dtype != torch.bool:
         tree_mask = unpack_tree_mask(tree_mask, t)
     mask = torch.cat([torch.ones(t, past, dtype=torch.bool, device=q.device), tree_mask.to(q.device)], dim=1)
     out = F.scaled_dot_product_attention(
@@ -84,7 +89,7 @@ def tree_attention(
     k: Tensor,
     v: Tensor,
     past: int | Tensor,
-    tree_mask: Tensor,
+    tree_mask: Tensor | None,
     *,
     impl: str = "auto",
     config: dict[str, int] | None = None,
@@ -120,7 +125,7 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-def _check(q: Tensor, k: Tensor, v: Tensor, past: int | Tensor, tree_mask: Tensor) -> None:
+def _check(q: Tensor, k: Tensor, v: Tensor, past: int | Tensor, tree_mask: Tensor | None) -> None:
     """Shape and type errors in words; Python-only (no device sync), so it is free under graph capture."""
     if q.dim() != 4 or k.dim() != 4 or v.shape != k.shape:
         raise ValueError(f"q must be [N, T, H, hd] and k, v the same [N, S, KV, hd]: {q.shape}, {k.shape}, {v.shape}")
@@ -134,6 +139,10 @@ def _check(q: Tensor, k: Tensor, v: Tensor, past: int | Tensor, tree_mask: Tenso
         raise ValueError(f"past + T = {past + t} does not fit the {k.shape[1]} key rows")
     if t > k.shape[1]:
         raise ValueError(f"T = {t} queries but only {k.shape[1]} key rows")
+    if tree_mask is None:
+        if isinstance(past, int) and past < 1:
+            raise ValueError("without a tree mask the queries see rows [0, past): past must be at least 1")
+        return
     words = -(-t // 32)
     if tree_mask.dtype == torch.bool:
         expected = (t, t)
@@ -205,15 +214,29 @@ def launch_config(t: int, group: int, n_kv_programs: int, keys: int, head_dim: i
 
 
 def _triton_forward(
-    q: Tensor, k: Tensor, v: Tensor, past: int | Tensor, tree_mask: Tensor, interpret: bool, override: dict[str, int]
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    past: int | Tensor,
+    tree_mask: Tensor | None,
+    interpret: bool,
+    override: dict[str, int],
 ) -> Tensor:
+    from engine.kernels import pdl
+
     fwd, combine = _kernels(interpret)
+    launch = pdl.options(q.device)
     n, t, h, hd = q.shape
     kv = k.shape[2]
-    bits = pack_tree_mask(tree_mask) if tree_mask.dtype == torch.bool else tree_mask
-    bits = bits.to(q.device).contiguous()
+    tree = tree_mask is not None
+    if tree_mask is None:
+        bits = q[0, :1, 0]  # a placeholder pointer: the kernel has no tree loop to read it (no allocation,
+        # which in a captured graph would be one more kernel per layer)
+    else:
+        bits = pack_tree_mask(tree_mask) if tree_mask.dtype == torch.bool else tree_mask
+        bits = bits.to(q.device).contiguous()
     past_is_ptr = isinstance(past, Tensor)
-    keys = k.shape[1] if past_is_ptr else past + t
+    keys = k.shape[1] if past_is_ptr else past + (t if tree else 0)
     cfg = launch_config(t, h // kv, n * kv, keys, hd, _sm_count(q.device))
     if interpret:  # the interpreter pays per block, not per element: the largest tiles, no split
         cfg.update(BLOCK_M=max(16, min(128, 1 << (t * (h // kv) - 1).bit_length())), BLOCK_N=128, SPLITS=1)
@@ -233,14 +256,14 @@ def _triton_forward(
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         HEADS=h, KV_HEADS=kv, G=h // kv, HEAD_DIM=hd,
         BLOCK_M=block_m, BLOCK_N=cfg["BLOCK_N"], BLOCK_D=block_d,
-        SPLIT=splits > 1, PAST_IS_PTR=past_is_ptr, IEEE=q.dtype == torch.float32,
-        num_warps=cfg["num_warps"], num_stages=2,
+        SPLIT=splits > 1, PAST_IS_PTR=past_is_ptr, IEEE=q.dtype == torch.float32, TREE=tree,
+        num_warps=cfg["num_warps"], num_stages=2, **launch,
     )  # fmt: skip
     if splits > 1:
         rows = n * t * h
         block_r = 32
         combine[(-(-rows // block_r),)](
             part_o, part_ml, out, rows, t, splits, *out.stride(),
-            HEADS=h, HEAD_DIM=hd, BLOCK_R=block_r, BLOCK_D=block_d, num_warps=4,
+            HEADS=h, HEAD_DIM=hd, BLOCK_R=block_r, BLOCK_D=block_d, num_warps=4, **launch,
         )  # fmt: skip
     return out

@@ -11,6 +11,7 @@ Layout of the work:
   bits[t, c // 32] >> (c % 32) & 1 (int32 words, row-major [T, W]; BLOCK_N a multiple of 32, so key
   blocks in the tree part cover whole words); tree columns after a block's last
   node are skipped, since nodes come in topological order (the mask is lower-triangular).
+- TREE = False (no mask given): the queries see rows [0, past) only, and the tree loop is empty.
 - `past` is either a runtime int (PAST_IS_PTR = False) or read from a 0-dim int device tensor
   (PAST_IS_PTR = True), so one captured CUDA graph can serve every context length.
 
@@ -30,8 +31,11 @@ def tree_attention_fwd(
     son, sot, soh, sod,
     HEADS: tl.constexpr, KV_HEADS: tl.constexpr, G: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-    SPLIT: tl.constexpr, PAST_IS_PTR: tl.constexpr, IEEE: tl.constexpr,
+    SPLIT: tl.constexpr, PAST_IS_PTR: tl.constexpr, IEEE: tl.constexpr, TREE: tl.constexpr, GDC: tl.constexpr,
 ):
+    if GDC:  # programmatic dependent launch (engine/kernels/pdl.py)
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     pid_m = tl.program_id(0)
     pid_nkv = tl.program_id(1)
     split = tl.program_id(2)
@@ -43,7 +47,10 @@ def tree_attention_fwd(
         past = tl.load(Past).to(tl.int32)
     else:
         past = past_int
-    total = past + T
+    if TREE:
+        total = past + T
+    else:  # no tree columns: rows [0, past) are all there is
+        total = past
 
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     t = rows // G
@@ -94,34 +101,37 @@ def tree_attention_fwd(
     # descendants (parents[i] < i), so no row of this block sees a tree column past its last node.
     # Blocks start at tree columns that are multiples of BLOCK_N (itself a multiple of 32), so a block
     # covers whole words: each row loads its BLOCK_N // 32 words once instead of one word per column.
-    t_last = tl.minimum((pid_m * BLOCK_M + BLOCK_M - 1) // G, T - 1)
-    tree_lo = tl.maximum(lo, past)
-    tree_hi = tl.minimum(hi, past + t_last + 1)
-    for c0 in range(((tree_lo - past) // BLOCK_N) * BLOCK_N, tree_hi - past, BLOCK_N):
-        j = past + c0 + cols
-        j_ok = (j >= tree_lo) & (j < tree_hi)
-        word = tl.zeros([BLOCK_M, BLOCK_N], tl.int32)
-        for i in tl.static_range(BLOCK_N // 32):
-            w_i = tl.load(Bits + t * W + c0 // 32 + i, mask=row_ok & (c0 // 32 + i < W), other=0)
-            word = tl.where((cols // 32 == i)[None, :], w_i[:, None], word)
-        vis = (((word >> (cols % 32)[None, :]) & 1) != 0) & j_ok[None, :]
-        k = tl.load(k_base + j[None, :] * sks + d[:, None] * skd, mask=j_ok[None, :] & d_ok[:, None], other=0.0)
-        if IEEE:
-            qk = tl.dot(q, k, input_precision="ieee")
-        else:
-            qk = tl.dot(q, k)
-        qk = tl.where(vis, qk * qk_scale, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.exp2(qk - m_safe[:, None])
-        alpha = tl.exp2(m_i - m_safe)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_base + j[:, None] * svs + d[None, :] * svd, mask=j_ok[:, None] & d_ok[None, :], other=0.0)
-        if IEEE:
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
-        else:
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
+    if TREE:  # (without a mask there are no tree columns)
+        t_last = tl.minimum((pid_m * BLOCK_M + BLOCK_M - 1) // G, T - 1)
+        tree_lo = tl.maximum(lo, past)
+        tree_hi = tl.minimum(hi, past + t_last + 1)
+        c_lo = ((tree_lo - past) // BLOCK_N) * BLOCK_N
+        c_hi = tree_hi - past
+        for c0 in range(c_lo, c_hi, BLOCK_N):
+            j = past + c0 + cols
+            j_ok = (j >= tree_lo) & (j < tree_hi)
+            word = tl.zeros([BLOCK_M, BLOCK_N], tl.int32)
+            for i in tl.static_range(BLOCK_N // 32):
+                w_i = tl.load(Bits + t * W + c0 // 32 + i, mask=row_ok & (c0 // 32 + i < W), other=0)
+                word = tl.where((cols // 32 == i)[None, :], w_i[:, None], word)
+            vis = (((word >> (cols % 32)[None, :]) & 1) != 0) & j_ok[None, :]
+            k = tl.load(k_base + j[None, :] * sks + d[:, None] * skd, mask=j_ok[None, :] & d_ok[:, None], other=0.0)
+            if IEEE:
+                qk = tl.dot(q, k, input_precision="ieee")
+            else:
+                qk = tl.dot(q, k)
+            qk = tl.where(vis, qk * qk_scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(qk, 1))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            p = tl.exp2(qk - m_safe[:, None])
+            alpha = tl.exp2(m_i - m_safe)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            v = tl.load(v_base + j[:, None] * svs + d[None, :] * svd, mask=j_ok[:, None] & d_ok[None, :], other=0.0)
+            if IEEE:
+                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
+            else:
+                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
 
     out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
     if not SPLIT:
@@ -139,9 +149,12 @@ def combine(
     PartO, PartML, Out, R, T, splits,
     son, sot, soh, sod,
     HEADS: tl.constexpr, HEAD_DIM: tl.constexpr,
-    BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr, GDC: tl.constexpr,
 ):
     """Merge the `splits` partial outputs of R = N * T * H rows (log-sum-exp weights, base 2)."""
+    if GDC:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     row_ok = rows < R
     d = tl.arange(0, BLOCK_D)

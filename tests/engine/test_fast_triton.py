@@ -104,7 +104,7 @@ with torch.inference_mode():
         dkv = torch.randn(d.num_hidden_layers, 2, 128, d.num_key_value_heads, d.head_dim, generator=g).to(device)
         h = fused.forward(emb.to(device), torch.arange(43, 43 + t, device=device), feats.to(device),
                           torch.arange(40, 40 + t, device=device), dkv, 64 + t, None,
-                          (want[2], torch.zeros(t, 1, dtype=torch.int32, device=device)))
+                          (want[2], None))
         assert (h - want[0]).abs().max() < 1e-4, (t, (h - want[0]).abs().max())
 from engine.kernels.tree_attention import tree_attention
 g = torch.Generator().manual_seed(4)  # the kernel itself, empty tree: rows [0, past) visible, nothing after
@@ -113,6 +113,11 @@ empty = torch.zeros(8, 1, dtype=torch.int32, device=device)
 got = tree_attention(q, k, v, torch.tensor(50, device=device), empty, impl="triton")
 want = tree_attention(q, k[:, :50], v[:, :50], 42, torch.ones(8, 8, dtype=torch.bool, device=device), impl="torch")
 assert (got - want).abs().max() < 1e-4, (got - want).abs().max()
+for past in (torch.tensor(50, device=device), 50):  # no mask at all: rows [0, past), no tree loop
+    got = tree_attention(q, k, v, past, None, impl="triton")
+    assert (got - want).abs().max() < 1e-4, (got - want).abs().max()
+    ref = tree_attention(q, k, v, past, None, impl="torch")
+    assert torch.equal(ref, tree_attention(q, k, v, 50, empty, impl="torch"))
 print("ok layers")
 """
 
@@ -183,10 +188,59 @@ for seed, budget in enumerate([1, 4, 16, 40, 64, 100, 8, 30]):
 assert max(lengths) >= 4, lengths  # the walks went deep, not just the root
 from engine.fast.commit_triton import commit_one  # ar's commit
 result, st = torch.zeros(block + 3, dtype=torch.long, device=device), torch.tensor([5], device=device)
-bonus = torch.tensor([3], device=device)
-commit_one(torch.tensor([7], device=device), result, st, bonus, block)
+bonus, choice = torch.tensor([3], device=device), torch.zeros(1, dtype=torch.long, device=device)
+logits = torch.full((1, 1000), -1.0, device=device)
+logits[0, [7, 9]] = 2.0  # a tie: the lowest id wins, as with torch.argmax
+logits[0, 0] = float("-inf")
+commit_one(logits, choice, result, st, bonus, block)
 assert result.tolist() == [1, 3] + [0] * (block - 1) + [7, 0] and int(bonus) == 7 and int(st) == 6, result
+assert int(choice) == 7 == int(logits.argmax())
 print("ok commit")
+"""
+
+
+PDL_CHECK = """
+import os, torch
+from engine.runtime import MODELS_DIR, load_decoder
+from engine.fast.forward import FusedTarget
+from engine.kernels import pdl
+dec = load_decoder(MODELS_DIR / "small" / "target", None, device="cuda", dtype="bfloat16", algorithm="ar")
+cfg = dec.target.config
+def chain(t):
+    # One target pass over t tree rows after 300 past rows, captured in a CUDA graph and replayed.
+    g = torch.Generator().manual_seed(t)
+    fused = FusedTarget(dec.target)
+    fused.triton = fused.triton_mlp = True
+    ids = torch.randint(0, cfg.vocab_size, (t,), generator=g).cuda()
+    pos = torch.arange(300, 300 + t, device="cuda")
+    kv = torch.randn(cfg.num_hidden_layers, 2, 512, cfg.num_key_value_heads, cfg.head_dim, generator=g)
+    kv = kv.to(torch.bfloat16).cuda()
+    bits = torch.randint(-2**31, 2**31 - 1, (t, (t + 31) // 32), generator=g, dtype=torch.int32).cuda()
+    past = torch.tensor(300, device="cuda")
+    run = lambda: fused.forward(ids, pos, kv, pos, 512, None, [1, 3], tree=(past, bits))
+    with torch.inference_mode():
+        run()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            h, f = run()
+        outs = []
+        for _ in range(3):
+            graph.replay()
+            outs.append((h.clone(), f.clone(), kv.clone()))
+        torch.cuda.synchronize()
+    return outs
+results = {}
+for flag in ("1", "0"):
+    os.environ["ENGINE_PDL"] = flag
+    pdl._supported.cache_clear()
+    assert pdl.options(torch.device("cuda"))["GDC"] == (flag == "1")
+    results[flag] = [chain(t) for t in (1, 65)]
+for with_pdl, without in zip(results["1"], results["0"]):
+    for a, b in zip(with_pdl, without):
+        for x, y in zip(a, b):
+            assert torch.equal(x, y)
+print("ok pdl")
 """
 
 
@@ -228,3 +282,17 @@ def test_the_interpreted_commit_kernel_matches_walk_and_compaction() -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_the_compiled_commit_kernel_matches_walk_and_compaction_on_the_gpu() -> None:
     assert "ok commit" in run_check("cuda", {}, COMMIT_CHECK)
+
+
+def test_programmatic_dependent_launch_is_off_on_the_cpu() -> None:
+    from engine.kernels import pdl
+
+    assert pdl.options(torch.device("cpu")) == {"GDC": False}
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9, reason="needs a Hopper-class GPU"
+)
+def test_kernels_chained_by_programmatic_dependent_launch_compute_what_they_compute_without() -> None:
+    # Same kernels, same order: replays of a captured target pass are bit-identical with PDL on and off.
+    assert "ok pdl" in run_check("cuda", {}, PDL_CHECK)

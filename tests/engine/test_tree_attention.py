@@ -45,7 +45,7 @@ def test_triton_interpreter_suite():
     proc = subprocess.run([*command, __file__], cwd=root, env=env, capture_output=True, text=True, timeout=600)
     report = proc.stdout[-6000:] + proc.stderr[-2000:]
     assert proc.returncode == 0, report
-    expected = len(CASES) + 5  # + gpu tiles, 2 splits, tensor past, mask control
+    expected = len(CASES) + 7  # + gpu tiles, 2 splits, tensor past, mask control, 2 without a mask
     assert re.search(rf"\b{expected} passed\b", proc.stdout) and "skipped" not in proc.stdout, report
 
 
@@ -137,6 +137,19 @@ def test_interpreted_mask_matters():
     assert (a[:, 8] - b[:, 8]).abs().max() > 1e-3
 
 
+@interpreted
+@pytest.mark.parametrize("splits", [1, 3])
+def test_interpreted_no_mask_sees_exactly_the_past(splits):
+    """tree_mask=None: every query sees rows [0, past) and nothing after (the kernel's tree loop is compiled
+    out), as with an all-false tree mask — for an int past and a device-tensor past."""
+    q, k, v, _ = inputs(1, 6, 70, 4, 2, 16, seed=splits)
+    expected = reference(q, k, v, 70, torch.zeros(6, 6, dtype=torch.bool))
+    for past in (70, torch.tensor(70)):
+        got = tree_attention(q, k, v, past, None, impl="triton", config={"SPLITS": splits, "BLOCK_N": 32})
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    assert torch.equal(tree_attention(q, k, v, 70, None, impl="torch"), expected)
+
+
 def test_pack_round_trip_every_bit():
     for t in (1, 31, 32, 33, 64, 257):
         mask = random_tree_mask(t, t) | (torch.rand(t, t) < 0.5)  # also fills bit 31 (the int32 sign bit)
@@ -183,6 +196,8 @@ def test_bad_input_is_explained():
         tree_attention(q, k, v, 2, mask, impl="triton", config={"BLOCK": 1})
     with pytest.raises(ValueError, match="BLOCK_N"):
         tree_attention(q, k, v, 2, mask, impl="triton", config={"BLOCK_N": 16})
+    with pytest.raises(ValueError, match="past must be at least 1"):
+        tree_attention(q, k, v, 0, None)
 
 
 @pytest.mark.skipif(INTERPRETING or not triton_available(), reason="needs triton, not interpreting")
@@ -207,13 +222,14 @@ def test_kernels_compile_for_h200_without_spills():
         (
             src.tree_attention_fwd,
             dict(HEADS=6, KV_HEADS=2, G=3, HEAD_DIM=64, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_D=64,
-                 SPLIT=cfg["SPLITS"] > 1, PAST_IS_PTR=True, IEEE=False, sqd=1, skd=1, svd=1, sod=1),
+                 SPLIT=cfg["SPLITS"] > 1, PAST_IS_PTR=True, IEEE=False, TREE=True, GDC=True,
+                 sqd=1, skd=1, svd=1, sod=1),
             {"Q": "*bf16", "K": "*bf16", "V": "*bf16", "Bits": "*i32", "Past": "*i32", "Out": "*bf16",
              "PartO": "*fp32", "PartML": "*fp32"},
         ),
         (
             src.combine,
-            dict(HEADS=6, HEAD_DIM=64, BLOCK_R=32, BLOCK_D=64, sod=1),
+            dict(HEADS=6, HEAD_DIM=64, BLOCK_R=32, BLOCK_D=64, GDC=True, sod=1),
             {"PartO": "*fp32", "PartML": "*fp32", "Out": "*bf16"},
         ),
     ]:  # fmt: skip
