@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 from typing import Any
@@ -20,6 +21,18 @@ from engine.runtime import MODELS_DIR, load_decoder
 from engine.server.cli import add_parser as add_serve_parser
 from engine.server.cli import serve
 from engine.training.corpus import load_heldout, prompts_from
+
+
+def host_cpu() -> str:
+    """The host's CPU model and core count: the transformers baseline runs Python per token, so its
+    speed (and every ratio to it) follows the host as much as the GPU."""
+    model = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return f"{model or 'unknown CPU'} ({os.cpu_count()} cores)"
 
 
 def _ints(text: str) -> list[int]:
@@ -143,7 +156,8 @@ def bench(args: argparse.Namespace) -> int:
             f"transformers generate: {hf['tokens_per_second']:.1f} tok/s (median of {hf['repeats']}: {runs};"
             f" {hf['prompts']} prompts x {hf['max_tokens']} tokens, context {first_context});"
             f" our ar: {hf['our_ar_tokens_per_second'] or 0:.1f} tok/s"
-            f" = {speedup:.0f}x; same first tokens as our ar: {hf['identical_to_ar_prefix']}/{hf['prompts']}"
+            f" = {speedup:.0f}x; same first tokens as our ar: {hf['identical_to_ar_prefix']}/{hf['prompts']};"
+            f" host CPU: {host_cpu()}"
         )
     if args.profile_kernels > 0:
         first_prompt = next(iter(prompt_sets.values()))[0]
@@ -163,6 +177,7 @@ def bench(args: argparse.Namespace) -> int:
             "cuda_graphs": bool(decoder.fast and decoder.fast.graphs.enabled),
             "torch": torch.__version__,
             "python": platform.python_version(),
+            "host_cpu": host_cpu(),
             "prompts": args.prompts,
             "contexts": args.contexts,
             "max_tokens": args.max_tokens,

@@ -86,7 +86,9 @@ def test_it_times_the_transformers_baseline_as_a_median_of_passes(tiny_dirs: tup
     cmd += ["--hf-tokens", "6"]
     run = subprocess.run([*cmd, "--hf-repeats", "3", "--json", str(out)], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-2000:]
-    hf = json.loads(out.read_text())["hf_baseline"]
+    doc = json.loads(out.read_text())
+    hf = doc["hf_baseline"]
+    assert doc["meta"]["host_cpu"].endswith("cores)") and "host CPU: " in run.stdout  # the baseline's own speed
     assert hf["repeats"] == 3 and len(hf["tokens_per_second_runs"]) == 3 and hf["tokens"] == 3 * 6
     assert hf["tokens_per_second"] == sorted(hf["tokens_per_second_runs"])[1] > 0
     assert hf["identical_to_ar_prefix"] == 1  # the same weights, greedy, fp32: the same tokens
