@@ -10,6 +10,7 @@ global scratch after a `debug_barrier` (one CTA, so the barrier orders them). Th
 `_node_of_kernel` inverts the pop order and `_assemble_kernel`, one program per node, writes its
 token, parent, depth and ancestor row (walking up the survivors' parent links) straight into the
 decoder's static tree buffers.
+Speed: `python -m engine.fast.bench_tree`.
 Scores are float32 here (float64 in the PyTorch version), so on exact or near ties (~1e-7) the two
 may order nodes differently; both trees are valid and the walk stays lossless. Ties keep the
 PyTorch version's order: shallower first, then better parent, then better rank.

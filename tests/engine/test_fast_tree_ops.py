@@ -121,3 +121,11 @@ def test_compaction_moves_the_same_rows_as_the_reference_cache(seed: int) -> Non
     end = start + depth  # rows past the accepted ones are scratch
     assert torch.equal(kv[:, 0, :end], cache.k[:, 0, :end])
     assert torch.equal(kv[:, 1, :end], cache.v[:, 0, :end])
+
+
+def test_the_tree_build_benchmark_runs_on_the_cpu(capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.fast.bench_tree import main
+
+    main(["--device", "cpu", "--budgets", "8,32", "--iters", "2"])
+    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()[2:]]
+    assert [r[0] for r in rows] == ["8", "32"] and all(float(r[1]) > 0 and r[2:] == ["-", "-"] for r in rows)
