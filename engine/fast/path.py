@@ -278,13 +278,12 @@ class FastPath:
         scores = self._scores(hidden, self.target.model.norm)
         if t > 1:
             buf.feats.copy_(feats)
-        if not (t == 1 and self.triton_commit):  # (ar's Triton commit takes the argmax itself)
-            torch.argmax(scores, -1, out=buf.choices)
+            torch.argmax(scores, -1, out=buf.choices)  # (ar's commit, in the same graph, takes its own)
         return scores
 
     def _commit(self, t: int, scores: Tensor | None = None) -> None:
-        """scores: ar's verify logits, which its Triton commit reads (every other commit reads the
-        choices)."""
+        """scores: ar's verify logits (ar's commit takes the argmax; every other commit reads the
+        choices the verify stage wrote)."""
         buf, block = self._buffers(t), self.block
         if t == 1 and self.triton_commit:  # ar: the argmax and the five updates in one kernel
             from engine.fast.commit_triton import commit_one
@@ -293,6 +292,8 @@ class FastPath:
             commit_one(scores, buf.choices, self.result, self.start, self.bonus, block)
             return
         if t == 1:  # ar: the one node is accepted; its choice is the next bonus
+            assert scores is not None
+            torch.argmax(scores, -1, out=buf.choices)
             self.result[0].fill_(1)
             self.result[1:2].copy_(self.bonus)
             self.result[block + 1 : block + 2].copy_(buf.choices)
