@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -23,6 +24,7 @@ from engine.server.cli import serve
 from engine.training.corpus import load_heldout, prompts_from
 
 
+@functools.cache  # read once per process: the bench prints it and writes it to the JSON
 def host_cpu() -> str:
     """The host's CPU model and core count: the transformers baseline runs Python per token, so its
     speed (and every ratio to it) follows the host as much as the GPU."""
