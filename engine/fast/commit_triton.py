@@ -15,6 +15,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from engine.kernels import pdl
+
 
 @triton.jit
 def _commit_kernel(
@@ -36,7 +38,9 @@ def _commit_kernel(
     SLICES: tl.constexpr,
     W: tl.constexpr,
     FP: tl.constexpr,
+    GDC: tl.constexpr,
 ):
+    pdl.gdc(GDC)
     idx = tl.arange(0, TP)
     live = idx < T
     tok = tl.load(tokens + idx, mask=live, other=-2).to(tl.int32)
@@ -97,12 +101,15 @@ def commit(
     _commit_kernel[(1,)](
         tokens, parents, choices, tfeats, kv, feats, result, start, bonus, n_new, rows, f,
         T=t, TP=triton.next_power_of_2(t), BLOCK=block, SLICES=layers * two, W=kvh * hd,
-        FP=triton.next_power_of_2(max(f, 1)), num_warps=4,
+        FP=triton.next_power_of_2(max(f, 1)), num_warps=4, **pdl.options(kv.device),
     )  # fmt: skip
 
 
 @triton.jit
-def _commit_one_kernel(logits, choices, result, start, bonus, V, BLOCK: tl.constexpr, VP: tl.constexpr):
+def _commit_one_kernel(
+    logits, choices, result, start, bonus, V, BLOCK: tl.constexpr, VP: tl.constexpr, GDC: tl.constexpr
+):
+    pdl.gdc(GDC)
     cols = tl.arange(0, VP)
     # The greedy choice here rather than in a separate argmax launch; ties go to the lowest id, as in
     # torch.argmax.
@@ -121,5 +128,23 @@ def commit_one(logits: Tensor, choices: Tensor, result: Tensor, start: Tensor, b
     choices [1]), and the commit (the one node is accepted, its choice is the next bonus)."""
     v = logits.shape[-1]
     _commit_one_kernel[(1,)](
-        logits, choices, result, start, bonus, v, BLOCK=block, VP=triton.next_power_of_2(v), num_warps=4
-    )
+        logits, choices, result, start, bonus, v, BLOCK=block, VP=triton.next_power_of_2(v), num_warps=4,
+        **pdl.options(logits.device),
+    )  # fmt: skip
+
+
+@triton.jit
+def _choices_kernel(logits, choices, V, VP: tl.constexpr, GDC: tl.constexpr):
+    pdl.gdc(GDC)
+    r = tl.program_id(0)
+    cols = tl.arange(0, VP)
+    row = tl.load(logits + r * V + cols, mask=cols < V, other=float("-inf"))
+    tl.store(choices + r, tl.argmax(row, 0).to(tl.int64))
+
+
+def choices(logits: Tensor, out: Tensor) -> None:
+    """out [T] = the argmax of each row of logits [T, V] (contiguous), ties to the lowest id as in
+    torch.argmax: the tree pass's greedy choices, one program per row (torch.argmax over 65 × 4096
+    logits took 14 µs on the H200)."""
+    t, v = logits.shape
+    _choices_kernel[(t,)](logits, out, v, VP=triton.next_power_of_2(v), num_warps=4, **pdl.options(logits.device))

@@ -77,9 +77,9 @@ def _x_tile(
 
 @triton.jit(do_not_specialize=["M"])  # one compiled variant for every row count
 def _linear_kernel(
-    x_ptr, w_ptr, out_ptr, norm_w, res_ptr,
+    x_ptr, w_ptr, out_ptr, norm_w, res_ptr, bias_ptr,
     M, N, K, eps, stride_x, stride_o, stride_r,
-    PRE_NORM: tl.constexpr, SWIGLU: tl.constexpr, RESIDUAL: tl.constexpr, IEEE: tl.constexpr,
+    PRE_NORM: tl.constexpr, SWIGLU: tl.constexpr, RESIDUAL: tl.constexpr, BIAS: tl.constexpr, IEEE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GDC: tl.constexpr,
 ):  # fmt: skip
     pdl.gdc(GDC)
@@ -113,6 +113,8 @@ def _linear_kernel(
         acc = (g / (1.0 + tl.exp(-g))).to(dtype).to(tl.float32) * up.to(dtype).to(tl.float32)
     if RESIDUAL:
         acc = acc.to(dtype).to(tl.float32) + res
+    if BIAS:  # added to the fp32 accumulator, unrounded (the LM head's banned ids: −inf)
+        acc = acc + tl.load(bias_ptr + cols, mask=col_ok, other=0.0)[None, :]
     tl.store(out_ptr + rows[:, None] * stride_o + cols[None, :], acc.to(out_ptr.dtype.element_ty), mask=mask)
 
 
@@ -187,19 +189,24 @@ def linear(
     eps: float = 1e-6,
     residual: Tensor | None = None,
     swiglu: bool = False,
+    bias: Tensor | None = None,
+    out: Tensor | None = None,
 ) -> Tensor:
     """x [M, K] (rows contiguous) → [M, N]: (RMSNorm(x)·norm if `norm`)·weightᵀ, then SwiGLU
-    (weight = [gate; up], N = rows / 2) or + residual [M, N]."""
+    (weight = [gate; up], N = rows / 2) or + residual [M, N] or + bias [N] (fp32, not rounded).
+    out: where the result goes (its dtype, e.g. fp32 logits from bf16 weights), else a new tensor
+    of the weight's dtype."""
     m, k = x.shape
     n = weight.shape[0] // 2 if swiglu else weight.shape[0]
-    out = torch.empty(m, n, dtype=weight.dtype, device=x.device)
+    if out is None:
+        out = torch.empty(m, n, dtype=weight.dtype, device=x.device)
     res = residual if residual is not None else out
     block_m, block_n = _block_m(m), BLOCK_N
     grid = (triton.cdiv(m, block_m), triton.cdiv(n, block_n))
     _linear_kernel[grid](
-        x, weight, out, norm if norm is not None else weight, res, m, n, k, eps, x.stride(0), out.stride(0),
-        res.stride(0), PRE_NORM=norm is not None, SWIGLU=swiglu, RESIDUAL=residual is not None,
-        IEEE=weight.dtype == torch.float32,
+        x, weight, out, norm if norm is not None else weight, res, bias if bias is not None else out, m, n, k, eps,
+        x.stride(0), out.stride(0), res.stride(0), PRE_NORM=norm is not None, SWIGLU=swiglu,
+        RESIDUAL=residual is not None, BIAS=bias is not None, IEEE=weight.dtype == torch.float32,
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=BLOCK_K, num_warps=_warps(m), **pdl.options(x.device),
     )  # fmt: skip
     return out

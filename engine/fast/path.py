@@ -160,7 +160,6 @@ class FastPath:
         self.n_new = torch.zeros(1, dtype=torch.long, device=dev)
         self.feats = torch.zeros(block_size, self.feat_width, dtype=self.dtype, device=dev)
         self.ban = torch.zeros(cfg.vocab_size, dtype=torch.float32, device=dev)
-        self.head = target.lm_head.weight.float()  # shares the weight when it is fp32 already
         self.block_ids = torch.full((block_size,), mask_id if mask_id is not None else 0, device=dev)
         self.draft_logits = torch.zeros(self.depth_limit, cfg.vocab_size, dtype=torch.float32, device=dev)
         self.result = torch.zeros(block_size + 3, dtype=torch.long, device=dev)
@@ -170,7 +169,7 @@ class FastPath:
         self.lookahead = 1 if dev.type == "cuda" else 0  # rounds queued beyond the one being read
         self.buffers: dict[int, TreeBuffers] = {}
         self.plans: dict[tuple[int, int], tree_ops.TreePlan] = {}
-        # The tree build as two Triton kernels (tree_triton) on CUDA; ENGINE_TRITON_TREE=0 keeps
+        # The tree build as Triton kernels (tree_triton) on CUDA; ENGINE_TRITON_TREE=0 keeps
         # the PyTorch ops (tree_ops), which are also what runs on the CPU.
         self.triton_trees: dict[tuple[int, int], object] = {}
         self.use_triton_tree = (
@@ -185,6 +184,8 @@ class FastPath:
             if fused is not None:
                 fused.triton = triton_ok and os.environ.get("ENGINE_TRITON_QKV", "1") != "0"
                 fused.triton_mlp = triton_ok and os.environ.get("ENGINE_TRITON_MLP", "1") != "0"
+        # The LM head's fp32 weight for the PyTorch ops (it is the weight itself when that is fp32).
+        self.head = None if self.fused_target.triton_mlp else target.lm_head.weight.float()
         # The commit stage as one Triton kernel (ENGINE_TRITON_COMMIT=0: the PyTorch ops below); its
         # tl.arange needs power-of-two block and K/V row widths.
         width = self.kv.shape[3] * self.kv.shape[4]
@@ -199,15 +200,24 @@ class FastPath:
         self.graphs = Graphs(graphs and dev.type == "cuda")
         self.clock = Clock(dev.type == "cuda")
 
-    def _scores(self, h: Tensor, final: RMSNorm) -> Tensor:
-        """fp32 logits of RMSNorm(h), banned ids at −inf.
+    def _scores(self, h: Tensor, final: RMSNorm, out: Tensor | None = None) -> Tensor:
+        """fp32 logits of RMSNorm(h), banned ids at −inf (into `out` if given).
 
-        The LM head runs in fp32: bf16 logits of a 4k vocabulary tie exactly (gap 0) often enough to
+        The logits are fp32: bf16 logits of a 4k vocabulary tie exactly (gap 0) often enough to
         flip greedy choices between a one-token and a tree pass; fp32 makes the argmax well defined.
-        (Folding norm, head and mask into one Triton launch measured slower on the H200: an IEEE fp32
-        matmul in Triton costs more than the four launches it saves.)
+        With the Triton layer kernels, norm, head and mask are one `linear` launch on the bf16 weights:
+        bf16 × bf16 products are exact in its fp32 accumulator, so it computes what the fp32 matmul
+        does, in one kernel instead of four (an IEEE fp32 matmul in Triton was slower than the four).
         """
-        return F.linear(norm(h, final).float(), self.head, self.ban)
+        if self.fused_target.triton_mlp:
+            from engine.fast.linear_triton import linear
+
+            if out is None:
+                out = torch.empty(h.shape[0], self.ban.shape[0], dtype=torch.float32, device=h.device)
+            return linear(h, self.target.lm_head.weight, norm=final.weight, eps=final.eps, bias=self.ban, out=out)
+        assert self.head is not None
+        scores = F.linear(norm(h, final).float(), self.head, self.ban)
+        return scores if out is None else out.copy_(scores)
 
     def supports(self, algorithm: str, budget: int, params: SamplingParams) -> bool:
         return params.temperature == 0 and (algorithm != "ddtree" or budget <= MAX_BUDGET)
@@ -242,7 +252,7 @@ class FastPath:
                 emb, block_pos, self.feats, ctx_pos, self.dkv, keys, visible[None].expand(block, keys)
             )
         assert self.drafter is not None
-        self.draft_logits.copy_(self._scores(h[1:], self.drafter.norm))
+        self._scores(h[1:], self.drafter.norm, out=self.draft_logits)
 
     def _tree(self, algorithm: str, budget: int, k: int) -> None:
         if algorithm == "dflash":
@@ -278,7 +288,13 @@ class FastPath:
         scores = self._scores(hidden, self.target.model.norm)
         if t > 1:
             buf.feats.copy_(feats)
-            torch.argmax(scores, -1, out=buf.choices)  # (ar's commit, in the same graph, takes its own)
+            # (ar's commit, in the same graph, takes its own argmax)
+            if self.triton_commit:
+                from engine.fast.commit_triton import choices
+
+                choices(scores, buf.choices)
+            else:
+                torch.argmax(scores, -1, out=buf.choices)
         return scores
 
     def _commit(self, t: int, scores: Tensor | None = None) -> None:

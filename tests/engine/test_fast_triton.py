@@ -106,6 +106,20 @@ with torch.inference_mode():
                           torch.arange(40, 40 + t, device=device), dkv, 64 + t, None,
                           (want[2], None))
         assert (h - want[0]).abs().max() < 1e-4, (t, (h - want[0]).abs().max())
+import torch.nn.functional as F
+from engine.fast.linear_triton import linear
+final, head = dec.target.model.norm, dec.target.lm_head.weight  # the LM head: norm, matmul, ban in one launch
+ban = torch.zeros(cfg.vocab_size, device=device)
+ban[[0, 5]] = float("-inf")
+for dtype, tol in ((torch.float32, 1e-4), (torch.bfloat16, 0.05)) if device == "cuda" else ((torch.float32, 1e-4),):
+    w, nw = head.to(dtype), final.weight.to(dtype)
+    for t in (1, 15, 65):
+        h = torch.randn(t, cfg.hidden_size, generator=torch.Generator().manual_seed(t)).to(device, dtype)
+        want = F.linear(F.rms_norm(h, (cfg.hidden_size,), nw, final.eps).float(), w.float(), ban)
+        got = torch.full((t, cfg.vocab_size), 7.0, device=device)
+        linear(h, w, norm=nw, eps=final.eps, bias=ban, out=got)
+        assert torch.isinf(got[:, [0, 5]]).all(), t
+        assert (got[:, 6:] - want[:, 6:]).abs().max() < tol * want[:, 6:].abs().max(), (dtype, t)
 from engine.kernels.tree_attention import tree_attention
 g = torch.Generator().manual_seed(4)  # the kernel itself, empty tree: rows [0, past) visible, nothing after
 q, k, v = (torch.randn(1, n, h, 32, generator=g).to(device) for n, h in ((8, 4), (80, 2), (80, 2)))
@@ -195,6 +209,13 @@ logits[0, 0] = float("-inf")
 commit_one(logits, choice, result, st, bonus, block)
 assert result.tolist() == [1, 3] + [0] * (block - 1) + [7, 0] and int(bonus) == 7 and int(st) == 6, result
 assert int(choice) == 7 == int(logits.argmax())
+from engine.fast.commit_triton import choices  # a tree pass's choices, one per row
+logits = (torch.randn(65, 1000, generator=torch.Generator().manual_seed(9)) * 4).to(device)
+logits[3, [5, 600]] = 50.0  # ties: the lowest id wins, as with torch.argmax
+logits[:, 2] = float("-inf")
+picked = torch.zeros(65, dtype=torch.long, device=device)
+choices(logits, picked)
+assert torch.equal(picked, logits.argmax(-1)) and int(picked[3]) == 5, picked
 print("ok commit")
 """
 
