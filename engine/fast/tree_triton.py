@@ -55,7 +55,7 @@ def _unpack_index(packed, n: tl.constexpr):
 def _vocab_chunk_kernel(
     logits, keys, chunk_max, chunk_sum, V, CH: tl.constexpr, S: tl.constexpr, KP: tl.constexpr, GDC: tl.constexpr
 ):
-    """Program (depth d, chunk s): the best KP of the chunk's CH logits as packed keys, and the chunk's
+    """Program (depth d, chunk c): the best KP of the chunk's CH logits as packed keys, and the chunk's
     max and sum of exp(x − max), for the row's log-sum-exp."""
     pdl.gdc(GDC)
     d = tl.program_id(0)
