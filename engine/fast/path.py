@@ -206,8 +206,10 @@ class FastPath:
         The logits are fp32: bf16 logits of a 4k vocabulary tie exactly (gap 0) often enough to
         flip greedy choices between a one-token and a tree pass; fp32 makes the argmax well defined.
         With the Triton layer kernels, norm, head and mask are one `linear` launch on the bf16 weights:
-        bf16 × bf16 products are exact in its fp32 accumulator, so it computes what the fp32 matmul
-        does, in one kernel instead of four (an IEEE fp32 matmul in Triton was slower than the four).
+        bf16 × bf16 products are exact in its fp32 accumulator, so the sums are fp32 sums of the same
+        products, in the kernel's own order; the normed input is rounded as in the layer kernels
+        (linear_triton's docstring). One kernel instead of four (an IEEE fp32 matmul in Triton was
+        slower than the four).
         """
         if self.fused_target.triton_mlp:
             from engine.fast.linear_triton import linear
