@@ -5,8 +5,10 @@ at most block − 1 steps, each a vector compare over the T nodes), then the res
 (accepted count, accepted tokens, next bonus, live node count), the accepted nodes' target features
 for the drafter, the KV compaction of every layer (rows start + path[j] → start + j: all of a
 layer's rows are loaded before any is stored, so overlapping moves are safe), and the state update
-(start += count, the new bonus). Same results as `tree_ops.walk` + `tree_ops.compact` + the
-PyTorch commit in `path.py`, which stays the CPU path and the reference.
+(start += count, the new bonus) with the next draft pass's inputs (block positions, context
+positions, the block's end row, the bonus as the block's first id). Same results as
+`tree_ops.walk` + `tree_ops.compact` + the PyTorch commit in `path.py`, which stays the CPU path
+and the reference.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ def _commit_kernel(
     start,
     bonus,
     n_new,
+    block_ids,
+    draft_in,
     rows,
     F,
     T: tl.constexpr,
@@ -80,6 +84,11 @@ def _commit_kernel(
     tl.store(start, s + count)
     tl.store(bonus, new_bonus)
     tl.store(n_new, count.to(tl.int64))
+    # The next draft pass's inputs ([block positions | context positions | block end], path.py).
+    tl.store(draft_in + j, s + count + j)
+    tl.store(draft_in + BLOCK + j, s + j)
+    tl.store(draft_in + 2 * BLOCK, s + count + BLOCK)
+    tl.store(block_ids, new_bonus)
 
 
 def commit(
@@ -93,13 +102,17 @@ def commit(
     start: Tensor,
     bonus: Tensor,
     n_new: Tensor,
+    block_ids: Tensor,
+    draft_in: Tensor,
     block: int,
 ) -> None:
-    """kv: [layers, 2, rows, KV, hd] contiguous; feats: [block, F]; result: [block + 3] long."""
+    """kv: [layers, 2, rows, KV, hd] contiguous; feats: [block, F]; result: [block + 3] long;
+    block_ids [block] (its first id becomes the bonus) and draft_in [2·block + 1] long: the next
+    draft pass's inputs (FastPath.draft_in)."""
     t, f = tokens.shape[0], tfeats.shape[1]
     layers, two, rows, kvh, hd = kv.shape
     _commit_kernel[(1,)](
-        tokens, parents, choices, tfeats, kv, feats, result, start, bonus, n_new, rows, f,
+        tokens, parents, choices, tfeats, kv, feats, result, start, bonus, n_new, block_ids, draft_in, rows, f,
         T=t, TP=triton.next_power_of_2(t), BLOCK=block, SLICES=layers * two, W=kvh * hd,
         FP=triton.next_power_of_2(max(f, 1)), num_warps=4, **pdl.options(kv.device),
     )  # fmt: skip

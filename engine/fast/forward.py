@@ -82,13 +82,28 @@ class FusedLayer:
             return qkv_linear(
                 h[0], self.qkv, ln.weight, ln.eps, self.qk_norm, self.attn.q_norm.eps, rope.cos_table, rope.sin_table,
                 rope.positions, rows, cache, self.h, self.kvh,
-            )  # fmt: skip
+            )[0]  # fmt: skip
         t, nq = h.shape[1], (self.h + self.kvh) * self.hd
         qkv = F.linear(norm(h, ln), self.qkv)
         qk = rope(self._heads_norm(qkv[..., :nq].view(1, t, self.h + self.kvh, self.hd), self.qk_norm))
         cache[0].index_copy_(0, rows, qk[0, :, self.h :])
         cache[1].index_copy_(0, rows, qkv[0, :, nq:].view(t, self.kvh, self.hd))
         return qk[:, :, : self.h]
+
+    def embed_qkv_store(
+        self, table: Tensor, ids: Tensor, rope: Rope, cache: Tensor, rows: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """`qkv_store` of the embedding rows table[ids] in one Triton launch; returns (q, those rows
+        [1, T, D]: the residual stream)."""
+        from engine.fast.linear_triton import qkv_linear
+
+        ln = self.layer.input_layernorm
+        q, h = qkv_linear(
+            table, self.qkv, ln.weight, ln.eps, self.qk_norm, self.attn.q_norm.eps, rope.cos_table, rope.sin_table,
+            rope.positions, rows, cache, self.h, self.kvh, ids=ids,
+        )  # fmt: skip
+        assert h is not None
+        return q, h[None]
 
     def kv_store(self, ctx: Tensor, rope: Rope, cache: Tensor, rows: Tensor, triton: bool) -> None:
         """The drafter's context: ctx [1, C, D] (already normed) → k, v at cache[0|1, rows]."""
@@ -178,10 +193,13 @@ class FusedTarget:
         head applies it — and the captured layers' outputs concatenated [T, len(capture)·H])."""
         m = self.model.model
         rope = Rope(m.rotary, self.sin, positions, m.embed_tokens.weight.dtype)
-        h = m.embed_tokens(ids[None])
         outputs = []
+        h = None if self.triton else m.embed_tokens(ids[None])
         for i, fl in enumerate(self.layers):
-            q = fl.qkv_store(h, rope, kv[i], rows, self.triton)
+            if h is None:  # the embedding lookup inside the first q/k/v kernel
+                q, h = fl.embed_qkv_store(m.embed_tokens.weight, ids, rope, kv[i], rows)
+            else:
+                q = fl.qkv_store(h, rope, kv[i], rows, self.triton)
             h = fl.finish(h, fl.attention(q, kv[i], keys, mask, tree), self.triton_mlp)
             if i in capture:
                 outputs.append(h[0])
@@ -190,8 +208,9 @@ class FusedTarget:
 
 
 class FusedDrafter:
-    def __init__(self, drafter: DFlashDrafter) -> None:
-        self.drafter = drafter
+    def __init__(self, drafter: DFlashDrafter, embed: Tensor) -> None:
+        """embed: the target's embedding table (the block's ids are looked up in it)."""
+        self.drafter, self.embed = drafter, embed
         self.layers = [FusedLayer(layer) for layer in drafter.layers]
         self.sin = signed_sin(drafter.rotary)
         self.triton = False
@@ -209,7 +228,7 @@ class FusedDrafter:
 
     def forward(
         self,
-        block_emb: Tensor,
+        block_ids: Tensor,
         block_pos: Tensor,
         feats: Tensor,
         ctx_pos: Tensor,
@@ -218,7 +237,7 @@ class FusedDrafter:
         mask: Tensor | None,
         tree: tuple[Tensor, None] | None = None,
     ) -> Tensor:
-        """One draft pass. block_emb [Q, H] at block_pos [Q]; feats [Q, F]: target features of the
+        """One draft pass. block_ids [Q] at block_pos [Q]; feats [Q, F]: target features of the
         newly committed tokens at ctx_pos (rows past the committed ones are scratch: the block's
         own K/V, written after, overwrite them). mask: bool [Q, keys]; or `tree` = (the block's end
         row, None): every row before it is visible, through the
@@ -229,9 +248,12 @@ class FusedDrafter:
         ctx = self.project(feats)
         q_rope = Rope(d.rotary, self.sin, block_pos, ctx.dtype)
         c_rope = Rope(d.rotary, self.sin, ctx_pos, ctx.dtype)
-        h = block_emb[None]
+        h = None if self.triton else F.embedding(block_ids, self.embed)[None]
         for i, fl in enumerate(self.layers):
             fl.kv_store(ctx, c_rope, dkv[i], ctx_pos, self.triton)
-            q = fl.qkv_store(h, q_rope, dkv[i], block_pos, self.triton)
+            if h is None:  # the embedding lookup inside the first q/k/v kernel
+                q, h = fl.embed_qkv_store(self.embed, block_ids, q_rope, dkv[i], block_pos)
+            else:
+                q = fl.qkv_store(h, q_rope, dkv[i], block_pos, self.triton)
             h = fl.finish(h, fl.attention(q, dkv[i], keys, mask, tree), self.triton_mlp)
         return h[0]

@@ -91,6 +91,25 @@ def test_a_round_queued_ahead_changes_nothing(decoder: Decoder, prompts: list[st
     assert want.finish_reason == "length" and len(want.tokens) < 500  # the last case did hit max_context
 
 
+def test_ar_runs_several_steps_per_round_and_none_past_max_tokens(fast: Decoder, prompts: list[str]) -> None:
+    # Steps per round are powers of two up to AR_STEPS, as many as surely fit before max_tokens.
+    assert fast.fast is not None
+    steps: list[int] = []
+    queue = fast.fast._queue_round
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        steps.append(args[-1])
+        return queue(*args, **kwargs)
+
+    fast.fast._queue_round = spy  # type: ignore[method-assign]
+    try:
+        g = fast.generate_text(prompts[0], SamplingParams(max_tokens=14, ignore_eos=True), algorithm="ar")
+    finally:
+        del fast.fast._queue_round
+    assert steps == [8, 4, 1] and len(g.tokens) == 14  # the prefill's token, then 8 + 4 + 1
+    assert len(g.stats.round_stage_seconds) == 13 and all(r[2] > 0 for r in g.stats.round_stage_seconds)  # verify
+
+
 def test_sampling_falls_back_to_the_reference_path(decoder: Decoder, fast: Decoder, prompts: list[str]) -> None:
     params = SamplingParams(max_tokens=24, temperature=0.8, seed=3, ignore_eos=True)
     want = decoder.generate_text(prompts[0], params, algorithm="ddtree", budget=8)

@@ -77,11 +77,11 @@ def target_pass(fused, t):
 def draft_pass(fused, t):
     d = dec.drafter.config
     g = torch.Generator().manual_seed(3)
-    emb, feats = torch.randn(t, d.hidden_size, generator=g), torch.randn(t, 2 * d.hidden_size, generator=g)
+    ids, feats = torch.randint(0, cfg.vocab_size, (t,), generator=g), torch.randn(t, 2 * d.hidden_size, generator=g)
     dkv = torch.randn(d.num_hidden_layers, 2, 128, d.num_key_value_heads, d.head_dim, generator=g).to(device)
     ctx_pos, block_pos = torch.arange(40, 40 + t, device=device), torch.arange(43, 43 + t, device=device)
     mask = torch.arange(64, device=device)[None, :].expand(t, -1) < 43 + t
-    h = fused.forward(emb.to(device), block_pos, feats.to(device), ctx_pos, dkv, 64, mask)
+    h = fused.forward(ids.to(device), block_pos, feats.to(device), ctx_pos, dkv, 64, mask)
     past = torch.tensor(43 + t, device=device)  # the kernel's form of the same visibility
     return h, dkv, past
 with torch.inference_mode():
@@ -93,17 +93,18 @@ with torch.inference_mode():
         for a, b in zip(want, got):
             assert (a - b).abs().max() < 1e-4, (t, (a - b).abs().max())
     for t in (4, 8):
-        want = draft_pass(FusedDrafter(dec.drafter), t)
-        fused = FusedDrafter(dec.drafter)
+        embed = dec.target.model.embed_tokens.weight
+        want = draft_pass(FusedDrafter(dec.drafter, embed), t)
+        fused = FusedDrafter(dec.drafter, embed)
         fused.triton = fused.triton_mlp = True
         got = draft_pass(fused, t)
         for a, b in zip(want[:2], got[:2]):
             assert (a - b).abs().max() < 1e-4, (t, (a - b).abs().max())
         d = dec.drafter.config
         g = torch.Generator().manual_seed(3)
-        emb, feats = torch.randn(t, d.hidden_size, generator=g), torch.randn(t, 2 * d.hidden_size, generator=g)
+        ids, feats = torch.randint(0, cfg.vocab_size, (t,), generator=g), torch.randn(t, 2 * d.hidden_size, generator=g)
         dkv = torch.randn(d.num_hidden_layers, 2, 128, d.num_key_value_heads, d.head_dim, generator=g).to(device)
-        h = fused.forward(emb.to(device), torch.arange(43, 43 + t, device=device), feats.to(device),
+        h = fused.forward(ids.to(device), torch.arange(43, 43 + t, device=device), feats.to(device),
                           torch.arange(40, 40 + t, device=device), dkv, 64 + t, None,
                           (want[2], None))
         assert (h - want[0]).abs().max() < 1e-4, (t, (h - want[0]).abs().max())
@@ -114,11 +115,11 @@ ban = torch.zeros(cfg.vocab_size, device=device)
 ban[[0, 5]] = float("-inf")
 for dtype, tol in ((torch.float32, 1e-4), (torch.bfloat16, 0.05)) if device == "cuda" else ((torch.float32, 1e-4),):
     w, nw = head.to(dtype), final.weight.to(dtype)
-    for t in (1, 15, 65):
+    for t, block_n in ((1, 64), (15, 32), (65, 64)):  # (the fast path's head takes 64 columns per program)
         h = torch.randn(t, cfg.hidden_size, generator=torch.Generator().manual_seed(t)).to(device, dtype)
         want = F.linear(F.rms_norm(h, (cfg.hidden_size,), nw, final.eps).float(), w.float(), ban)
         got = torch.full((t, cfg.vocab_size), 7.0, device=device)
-        linear(h, w, norm=nw, eps=final.eps, bias=ban, out=got)
+        linear(h, w, norm=nw, eps=final.eps, bias=ban, out=got, block_n=block_n)
         assert torch.isinf(got[:, [0, 5]]).all(), t
         assert (got[:, 6:] - want[:, 6:]).abs().max() < tol * want[:, 6:].abs().max(), (dtype, t)
 from engine.kernels.tree_attention import tree_attention
@@ -192,8 +193,14 @@ for seed, budget in enumerate([1, 4, 16, 40, 64, 100, 8, 30]):
     got_kv, feats = kv.clone(), torch.zeros(block, width, device=device)
     result, st = torch.zeros(block + 3, dtype=torch.long, device=device), start.clone()
     bonus, n_new = torch.zeros(1, dtype=torch.long, device=device), torch.zeros(1, dtype=torch.long, device=device)
-    commit(tree.tokens, tree.parents, choices, tfeats, got_kv, feats, result, st, bonus, n_new, block)
+    block_ids = torch.full((block,), 3, device=device)
+    draft_in = torch.zeros(2 * block + 1, dtype=torch.long, device=device)
+    commit(tree.tokens, tree.parents, choices, tfeats, got_kv, feats, result, st, bonus, n_new, block_ids, draft_in,
+           block)
     end = int(start) + n
+    j = torch.arange(block, device=device)  # the next draft's inputs: block at end + j, new context at start + j
+    assert torch.equal(draft_in, torch.cat([end + j, int(start) + j, torch.tensor([end + block], device=device)]))
+    assert block_ids.tolist() == [int(w.bonus)] + [3] * (block - 1), seed
     assert torch.equal(got_kv[:, :, :end], want_kv[:, :, :end]), seed
     assert torch.equal(feats[:n], tfeats[w.path][:n]), seed
     assert result[0] == n and torch.equal(result[1 : 1 + n], tree.tokens[w.path][:n]), seed
