@@ -75,14 +75,9 @@ class FusedLayer:
     def qkv_store(self, h: Tensor, rope: Rope, cache: Tensor, rows: Tensor, triton: bool) -> Tensor:
         """h [1, T, D] (the residual stream, not normed) → q [1, T, H, hd]; RMSNorm, the q/k/v projection,
         q/k norm and RoPE; k and v go to cache ([2, rows, KV, hd]) at `rows`."""
-        ln = self.layer.input_layernorm
         if triton:
-            from engine.fast.linear_triton import qkv_linear
-
-            return qkv_linear(
-                h[0], self.qkv, ln.weight, ln.eps, self.qk_norm, self.attn.q_norm.eps, rope.cos_table, rope.sin_table,
-                rope.positions, rows, cache, self.h, self.kvh,
-            )[0]  # fmt: skip
+            return self._qkv_triton(h[0], rope, cache, rows)[0]
+        ln = self.layer.input_layernorm
         t, nq = h.shape[1], (self.h + self.kvh) * self.hd
         qkv = F.linear(norm(h, ln), self.qkv)
         qk = rope(self._heads_norm(qkv[..., :nq].view(1, t, self.h + self.kvh, self.hd), self.qk_norm))
@@ -95,15 +90,21 @@ class FusedLayer:
     ) -> tuple[Tensor, Tensor]:
         """`qkv_store` of the embedding rows table[ids] in one Triton launch; returns (q, those rows
         [1, T, D]: the residual stream)."""
+        q, h = self._qkv_triton(table, rope, cache, rows, ids)
+        assert h is not None
+        return q, h[None]
+
+    def _qkv_triton(
+        self, x: Tensor, rope: Rope, cache: Tensor, rows: Tensor, ids: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """linear_triton.qkv_linear with this layer's weights (x: the input rows, or with ids the table)."""
         from engine.fast.linear_triton import qkv_linear
 
         ln = self.layer.input_layernorm
-        q, h = qkv_linear(
-            table, self.qkv, ln.weight, ln.eps, self.qk_norm, self.attn.q_norm.eps, rope.cos_table, rope.sin_table,
+        return qkv_linear(
+            x, self.qkv, ln.weight, ln.eps, self.qk_norm, self.attn.q_norm.eps, rope.cos_table, rope.sin_table,
             rope.positions, rows, cache, self.h, self.kvh, ids=ids,
         )  # fmt: skip
-        assert h is not None
-        return q, h[None]
 
     def kv_store(self, ctx: Tensor, rope: Rope, cache: Tensor, rows: Tensor, triton: bool) -> None:
         """The drafter's context: ctx [1, C, D] (already normed) → k, v at cache[0|1, rows]."""
