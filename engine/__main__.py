@@ -60,6 +60,10 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--hf-baseline", type=int, default=0, metavar="PROMPTS", help="transformers generate baseline")
     b.add_argument("--hf-tokens", type=int, default=128)
     b.add_argument("--hf-repeats", type=int, default=1, help="timed passes of the baseline (median reported)")
+    b.add_argument(
+        "--lookup", type=int, default=0, metavar="N",
+        help="ddtree's context-lookup branch: n-gram order (0: none; engine/tree.py)",
+    )  # fmt: skip
     b.add_argument("--temperature", type=float, default=0.0)
     b.add_argument("--warmup", choices=["auto", "short", "full"], default="auto")
     b.add_argument("--device", default="auto")
@@ -98,6 +102,7 @@ def bench(args: argparse.Namespace) -> int:
             dtype=args.dtype,
             budget=max(args.budgets or [1]),
             max_context=need if args.contexts else None,
+            lookup=args.lookup,
         )
         configs = parse_configs(algorithms, args.budgets)
         for alg, budget in configs:

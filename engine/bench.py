@@ -37,10 +37,13 @@ class BenchRow:
     stage_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     identical_to_ar: int = 0
     divergences: list[dict[str, Any]] = field(default_factory=list)  # filled by bench_baseline
+    lookup: int = 0  # ddtree's context-lookup n-gram order (0: none)
 
     @property
     def label(self) -> str:
-        return f"ddtree B={self.budget}" if self.algorithm == "ddtree" else self.algorithm
+        if self.algorithm != "ddtree":
+            return self.algorithm
+        return f"ddtree+lookup{self.lookup} B={self.budget}" if self.lookup else f"ddtree B={self.budget}"
 
     @property
     def tau(self) -> float:
@@ -67,6 +70,7 @@ class BenchRow:
         return {
             "algorithm": self.algorithm,
             "budget": self.budget,
+            "lookup": self.lookup,
             "context": self.context,
             "max_tokens": self.max_tokens,
             "prompts": self.prompts,
@@ -122,7 +126,7 @@ def run_bench(
     reference: dict[int, list[int]] = {}
     rows = []
     for alg, budget in configs:
-        row = BenchRow(alg, budget, context, max_tokens)
+        row = BenchRow(alg, budget, context, max_tokens, lookup=decoder.lookup if alg == "ddtree" else 0)
         for i, prompt in enumerate(prompts):
             params = SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=i, ignore_eos=True)
             g = decoder.generate(prompt, params, algorithm=alg, budget=budget)

@@ -31,9 +31,10 @@ from engine.model import Qwen3ForCausalLM
 from engine.sampling import Sampler, SamplingParams
 from engine.stats import GenerationStats
 from engine.tokenizer import Tokenizer
-from engine.tree import Tree, build_tree, chain_tree, visibility, walk
+from engine.tree import Tree, build_tree, chain_tree, context_chain, graft, visibility, walk
 
 ALGORITHMS = ("ar", "dflash", "ddtree")
+MAX_LOOKUP = 8  # longest n-gram the context lookup matches
 
 
 class RequestError(ValueError):
@@ -64,7 +65,9 @@ class Decoder:
         draft_window: int | None = None,
         max_context: int | None = None,
         fast: bool | None = None,
+        lookup: int = 0,
     ) -> None:
+        """lookup: n-gram order of ddtree's context-lookup branch (engine/tree.py), 0 for none."""
         self.target, self.drafter, self.tokenizer = target, drafter, tokenizer
         self.device = target.lm_head.weight.device
         self.dtype = target.lm_head.weight.dtype
@@ -75,6 +78,9 @@ class Decoder:
         if draft_window is not None and draft_window < 1:
             raise RequestError(f"draft_window must be >= 1 or unset, got {draft_window}")
         self.draft_window = draft_window
+        if not 0 <= lookup <= MAX_LOOKUP:
+            raise RequestError(f"lookup must be an n-gram order in 0..{MAX_LOOKUP} (0: no lookup), got {lookup}")
+        self.lookup = lookup
         self.max_context = max_context or target.config.max_position_embeddings
         if self.max_context < 2:
             raise RequestError(f"max_context must be at least 2 (got {self.max_context})")
@@ -103,6 +109,7 @@ class Decoder:
                 capture=list(self.capture),
                 mask_id=self.mask_id,
                 graphs=os.environ.get("ENGINE_CUDA_GRAPHS", "1") != "0",
+                lookup=lookup,
             )
             if fast
             else None
@@ -132,7 +139,9 @@ class Decoder:
             raise RequestError(f"prompt token ids must be in 0..{vocab - 1}")
 
     def nodes_per_round(self, algorithm: str, budget: int) -> int:
-        return {"ar": 0, "dflash": self.block_size - 1, "ddtree": budget}[algorithm]
+        """Tree nodes a round verifies besides the root: ddtree's B, plus room for a lookup branch."""
+        lookup = self.block_size - 1 if self.lookup else 0
+        return {"ar": 0, "dflash": self.block_size - 1, "ddtree": budget + lookup}[algorithm]
 
     def _caches(self, nodes: int) -> tuple[KVCache, KVCache | None]:
         rows = self.max_context + nodes + 1
@@ -225,6 +234,8 @@ class Decoder:
                 break
             t0 = self._sync()
             tree, draft_seconds = self._draft_tree(algorithm, budget, bonus, start, feats, sampler)
+            if algorithm == "ddtree" and self.lookup:
+                tree = graft(tree, context_chain(prompt_ids + out, self.lookup, self.block_size - 1))
             t_tree = self._sync()
             accepted, bonus, feats = self._verify(tree, start, cache, sampler)
             t_verify = self._sync()

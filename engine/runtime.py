@@ -44,6 +44,7 @@ def load_decoder(
     block_size: int | None = None,
     draft_window: int | None = None,
     max_context: int | None = None,
+    lookup: int = 0,
 ) -> Decoder:
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
@@ -60,4 +61,5 @@ def load_decoder(
         block_size=block_size,
         draft_window=draft_window,
         max_context=max_context,
+        lookup=lookup,
     )

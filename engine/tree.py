@@ -7,6 +7,12 @@ most probable prefixes, found best-first with a heap. Only the top K = min(B, V)
 depth can appear. A chain (DFlash) is the special case K = 1; plain decoding is the empty tree.
 
 Node 0 is the root (the bonus token). Pop order is topological: parent[i] < i for every node.
+
+Context lookup (optional, `Decoder(lookup=n)`): the tokens that followed the latest earlier
+occurrence of the text's last n tokens (else n − 1, …, 1), repeated as a loop when they run out,
+are grafted onto the tree as one more branch (prompt-lookup decoding; code repeats itself). Where
+the branch runs along existing nodes it reuses them; the rest are new nodes appended after the B
+drafted ones. The target still verifies every node, so the output is unchanged; only τ moves.
 """
 
 from __future__ import annotations
@@ -73,6 +79,42 @@ def chain_tree(root: int, chain: list[int]) -> Tree:
     """DFlash: one path of the per-depth argmaxes."""
     n = len(chain)
     return Tree([root, *chain], list(range(-1, n)), list(range(n + 1)))
+
+
+def context_chain(history: list[int], ngram: int, length: int) -> list[int]:
+    """Up to `length` tokens that followed the latest earlier match of history's last `ngram` tokens.
+
+    The longest match (up to `ngram` tokens, at least one) wins; among equally long ones, the latest.
+    The match ends before the last token; a continuation that reaches the last token starts over from
+    the match's end, as a loop of that period would (greedy text from a small model loops often).
+    """
+    last = len(history) - 1
+    best, end = 0, -1
+    for e in range(last):  # e: where an earlier match ends
+        m = 0
+        while m < ngram and e - m >= 0 and history[e - m] == history[last - m]:
+            m += 1
+        if m and m >= best:
+            best, end = m, e
+    return [history[end + 1 + k % (last - end)] for k in range(length)] if best else []
+
+
+def graft(tree: Tree, chain: list[int]) -> Tree:
+    """The tree with `chain` as a path from the root: existing nodes reused, new ones appended."""
+    tokens, parents, depths = list(tree.tokens), list(tree.parents), list(tree.depths)
+    children = tree.children()
+    node = 0
+    for depth, token in enumerate(chain, start=1):
+        nxt = children[node].get(token)
+        if nxt is None:
+            nxt = len(tokens)
+            tokens.append(token)
+            parents.append(node)
+            depths.append(depth)
+            children[node][token] = nxt
+            children.append({})
+        node = nxt
+    return Tree(tokens, parents, depths)
 
 
 def visibility(parents: list[int]) -> np.ndarray:

@@ -34,6 +34,7 @@ def _commit_kernel(
     n_new,
     block_ids,
     draft_in,
+    hist,
     rows,
     F,
     T: tl.constexpr,
@@ -65,7 +66,8 @@ def _commit_kernel(
     s = tl.load(start)
     # The result row the host reads: [count, tokens of path…, bonus, live nodes].
     tl.store(result, count.to(tl.int64))
-    tl.store(result + 1 + j, tl.load(tokens + path))
+    accepted = tl.load(tokens + path)
+    tl.store(result + 1 + j, accepted)
     tl.store(result + 1 + BLOCK, new_bonus)
     tl.store(result + 2 + BLOCK, tl.sum(((tok >= 0) & (idx > 0)).to(tl.int64), axis=0))
     # The accepted nodes' features become the drafter's next context.
@@ -89,6 +91,9 @@ def _commit_kernel(
     tl.store(draft_in + BLOCK + j, s + j)
     tl.store(draft_in + 2 * BLOCK, s + count + BLOCK)
     tl.store(block_ids, new_bonus)
+    # The text so far, for the context lookup: the accepted tokens, then the bonus.
+    tl.store(hist + s + j, accepted, mask=j < count)
+    tl.store(hist + s + count, new_bonus)
 
 
 def commit(
@@ -104,15 +109,16 @@ def commit(
     n_new: Tensor,
     block_ids: Tensor,
     draft_in: Tensor,
+    hist: Tensor,
     block: int,
 ) -> None:
     """kv: [layers, 2, rows, KV, hd] contiguous; feats: [block, F]; result: [block + 3] long;
     block_ids [block] (its first id becomes the bonus) and draft_in [2·block + 1] long: the next
-    draft pass's inputs (FastPath.draft_in)."""
+    draft pass's inputs (FastPath.draft_in); hist [rows] long: the text, hist[start] the bonus."""
     t, f = tokens.shape[0], tfeats.shape[1]
     layers, two, rows, kvh, hd = kv.shape
     _commit_kernel[(1,)](
-        tokens, parents, choices, tfeats, kv, feats, result, start, bonus, n_new, block_ids, draft_in, rows, f,
+        tokens, parents, choices, tfeats, kv, feats, result, start, bonus, n_new, block_ids, draft_in, hist, rows, f,
         T=t, TP=triton.next_power_of_2(t), BLOCK=block, SLICES=layers * two, W=kvh * hd,
         FP=triton.next_power_of_2(max(f, 1)), num_warps=4, **pdl.options(kv.device),
     )  # fmt: skip

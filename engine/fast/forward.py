@@ -195,7 +195,8 @@ class FusedTarget:
         m = self.model.model
         rope = Rope(m.rotary, self.sin, positions, m.embed_tokens.weight.dtype)
         outputs = []
-        h = None if self.triton else m.embed_tokens(ids[None])
+        # (a tree slot with no node holds token −1: any row will do, its outputs are never used)
+        h = None if self.triton else m.embed_tokens(ids.clamp(min=0)[None])
         for i, fl in enumerate(self.layers):
             if h is None:  # the embedding lookup inside the first q/k/v kernel
                 q, h = fl.embed_qkv_store(m.embed_tokens.weight, ids, rope, kv[i], rows)

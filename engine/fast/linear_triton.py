@@ -135,7 +135,7 @@ def _qkv_kernel(
     row_ok = rows < M
     src = rows
     if GATHER:  # x is the embedding table: input row r is its row ids[r], which head 0 also copies out
-        src = tl.load(ids + rows, mask=row_ok, other=0)
+        src = tl.maximum(tl.load(ids + rows, mask=row_ok, other=0), 0)  # −1: a tree slot with no node
         if j == 0:
             for k0 in range(0, K, BLOCK_K):
                 c = k0 + tl.arange(0, BLOCK_K)

@@ -123,11 +123,14 @@ class TreeBuffers:
         return tree_ops.DeviceTree(self.tokens, self.parents, self.depths, self.visible)
 
     def store(self, tree: tree_ops.DeviceTree) -> None:
-        self.tokens.copy_(tree.tokens)
-        self.parents.copy_(tree.parents)
-        self.depths.copy_(tree.depths)
-        self.visible.copy_(tree.visible)
-        self.packed.copy_(pack_tree_mask(tree.visible))
+        """The tree into the first nodes (a lookup branch fills the rest: tree_ops.graft)."""
+        n = tree.tokens.shape[0]
+        self.tokens[:n].copy_(tree.tokens)
+        self.parents[:n].copy_(tree.parents)
+        self.depths[:n].copy_(tree.depths)
+        self.visible[:n, :n].copy_(tree.visible)
+        self.visible[:n, n:].zero_()
+        self.packed.copy_(pack_tree_mask(self.visible))
 
 
 class FastPath:
@@ -142,6 +145,7 @@ class FastPath:
         capture: list[int],
         mask_id: int | None,
         graphs: bool,
+        lookup: int = 0,
     ) -> None:
         self.target, self.drafter = target, drafter
         self.fused_target = FusedTarget(target)
@@ -149,10 +153,12 @@ class FastPath:
         self.device = target.lm_head.weight.device
         self.dtype = target.lm_head.weight.dtype
         self.block, self.depth_limit = block_size, block_size - 1
+        self.lookup = lookup  # ddtree's context-lookup branch: its n-gram order, 0 for none
         self.draft_window = draft_window
         self.capture = capture
         cfg = target.config
-        self.rows = bucket(max_context + MAX_BUDGET + 1 + 3 * block_size)  # room for a round in flight past the end
+        # Room for a round in flight past the end, a lookup branch included.
+        self.rows = bucket(max_context + MAX_BUDGET + 1 + 4 * block_size)
         dev = self.device
         self.kv = kv_buffer(cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.head_dim, self.rows, self.dtype, dev)
         self.dkv = None
@@ -161,6 +167,8 @@ class FastPath:
             self.dkv = kv_buffer(d.num_hidden_layers, d.num_key_value_heads, d.head_dim, self.rows, self.dtype, dev)
         self.feat_width = len(capture) * cfg.hidden_size
         self.index = torch.arange(self.rows, device=dev)
+        # The text so far, for the context lookup: hist[start] is the bonus (prefill and commits write it).
+        self.hist = torch.zeros(self.rows, dtype=torch.long, device=dev)
         self.start = torch.zeros(1, dtype=torch.long, device=dev)
         self.bonus = torch.zeros(1, dtype=torch.long, device=dev)
         self.n_new = torch.zeros(1, dtype=torch.long, device=dev)
@@ -239,7 +247,8 @@ class FastPath:
         return params.temperature == 0 and (algorithm != "ddtree" or budget <= MAX_BUDGET)
 
     def width(self, algorithm: str, budget: int) -> int:
-        return {"ar": 1, "dflash": self.block, "ddtree": 1 + budget}[algorithm]
+        lookup = self.depth_limit if self.lookup else 0
+        return {"ar": 1, "dflash": self.block, "ddtree": 1 + budget + lookup}[algorithm]
 
     def _buffers(self, t: int) -> TreeBuffers:
         if t not in self.buffers:
@@ -271,12 +280,20 @@ class FastPath:
         if algorithm == "dflash":
             self._buffers(self.block).store(tree_ops.chain_tree(self.bonus, self.draft_logits.argmax(-1)))
             return
+        buf = self._buffers(self.width(algorithm, budget))
         if self.use_triton_tree:  # writes straight into the static tree buffers
-            self.triton_trees[(budget, k)].build(self.bonus, self.draft_logits)  # type: ignore[attr-defined]
-            return  # (the Triton build also writes the packed mask)
+            triton_tree = self.triton_trees[(budget, k)]
+            triton_tree.build(self.bonus, self.draft_logits)  # type: ignore[attr-defined]
+            if self.lookup:  # (the Triton build and graft also write the packed mask)
+                triton_tree.graft(self.hist, self.start, self.lookup)  # type: ignore[attr-defined]
+            return
         top = torch.log_softmax(self.draft_logits, -1).topk(k, dim=-1)
         tree = tree_ops.build_tree(self.plans[(budget, k)], self.bonus, top.indices, top.values)
-        self._buffers(1 + budget).store(tree)
+        buf.store(tree)
+        if self.lookup:
+            chain = tree_ops.context_chain(self.hist, self.start, self.lookup, self.depth_limit)
+            tree_ops.graft(buf.tree(), chain, budget)
+            buf.packed.copy_(pack_tree_mask(buf.visible))
 
     def _verify(self, t: int, keys: int) -> Tensor:
         buf, s = self._buffers(t), self.start
@@ -334,10 +351,14 @@ class FastPath:
 
             commit(
                 buf.tokens, buf.parents, buf.choices, buf.feats, self.kv, self.feats, result, self.start,
-                self.bonus, self.n_new, self.block_ids, self.draft_in, block,
+                self.bonus, self.n_new, self.block_ids, self.draft_in, self.hist, block,
             )  # fmt: skip
             return
         w = tree_ops.walk(buf.tree(), buf.choices, block)
+        # The accepted tokens, then the new bonus, into the text (rows past the count get scratch the
+        # bonus or a later commit overwrites).
+        self.hist.index_copy_(0, self.start + self.index[:block], buf.tokens[w.path])
+        self.hist.index_copy_(0, self.start + w.count, w.bonus)
         tree_ops.compact(self.kv, self.start, w.path)
         self.feats.copy_(buf.feats[w.path])
         self.n_new.copy_(w.count)
@@ -370,6 +391,8 @@ class FastPath:
         mask = self.index[:keys][None, :] <= pos[:, None]
         hidden, feats = self.fused_target.forward(ids, pos, self.kv, pos, keys, mask, self.capture)
         self.bonus.copy_(self._scores(hidden[-1:], self.target.model.norm).argmax(-1))
+        self.hist[:n].copy_(ids)
+        self.hist[n : n + 1].copy_(self.bonus)
         if draft:
             assert self.fused_drafter is not None and self.dkv is not None
             self.fused_drafter.context(feats, pos, self.dkv, pos)
@@ -439,7 +462,7 @@ class FastPath:
             if self.use_triton_tree:
                 from engine.fast.tree_triton import TritonTree  # needs triton, present with CUDA builds
 
-                plan, buf = self.plans[(budget, k)], self._buffers(1 + budget)
+                plan, buf = self.plans[(budget, k)], self._buffers(self.width(algorithm, budget))
                 self.triton_trees[(budget, k)] = TritonTree(plan, vocab, self.device, buf.tree(), buf.packed)
         nodes = dec.nodes_per_round(algorithm, budget)
         speculative = algorithm != "ar"

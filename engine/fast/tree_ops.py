@@ -142,3 +142,53 @@ def compact(kv: Tensor, start: Tensor, path: Tensor) -> None:
     """
     dst = start + torch.arange(path.shape[0], device=path.device)
     kv.index_copy_(2, dst, kv.index_select(2, start + path))
+
+
+def context_chain(hist: Tensor, start: Tensor, ngram: int, length: int) -> Tensor:
+    """`engine.tree.context_chain` on the device: hist [rows] long holds the text, hist[start] its last
+    token (the bonus). Returns [length] long, all −1 when nothing matched."""
+    rows = hist.shape[0]
+    ends = torch.arange(rows, device=hist.device)  # where an earlier match ends
+    last = start.view(())
+    run = ends < last
+    matched = torch.zeros(rows, dtype=torch.long, device=hist.device)
+    for k in range(ngram):  # run: the match still extends k tokens back
+        run = run & (ends >= k) & (hist[(ends - k).clamp(min=0)] == hist[(last - k).clamp(min=0)])
+        matched += run
+    best = torch.where(matched > 0, matched * rows + ends, -1).max()  # longest, then latest
+    end = best % rows
+    at = end + 1 + torch.arange(length, device=hist.device) % (last - end).clamp(min=1)  # a loop past the end
+    return torch.where(best >= 0, hist[at.clamp(max=rows - 1)], -1)
+
+
+def graft(tree: DeviceTree, chain: Tensor, budget: int) -> None:
+    """`engine.tree.graft` in place and in fixed shapes: tree has 1 + budget drafted nodes, then
+    len(chain) lookup slots; the chain's new nodes fill the slots in order, unused slots get token −1
+    (they never match) and see only the root and themselves."""
+    tokens, parents, depths, visible = tree.tokens, tree.parents, tree.depths, tree.visible
+    n = tokens.shape[0]
+    index = torch.arange(n, device=tokens.device)
+    slots = index > budget
+    tokens.masked_fill_(slots, -1)
+    parents.masked_fill_(slots, 0)
+    depths.masked_fill_(slots, 1)
+    fresh = (index[None, :] == 0) | (index[None, :] == index[:, None])  # the root and itself
+    visible.copy_(torch.where(slots[:, None], fresh, visible))
+    node = torch.zeros((), dtype=torch.long, device=tokens.device)
+    used = torch.zeros((), dtype=torch.long, device=tokens.device)
+    alive = torch.ones((), dtype=torch.bool, device=tokens.device)
+    for d in range(chain.shape[0]):
+        token = chain[d]
+        alive = alive & (token >= 0)
+        hit = (parents == node) & (tokens == token) & (index > 0)
+        found = hit.any()
+        new = budget + 1 + used
+        make = (alive & ~found).view(1)
+        at = new.clamp(max=n - 1).view(1)
+        tokens.index_copy_(0, at, torch.where(make, token.view(1), tokens[at]))
+        parents.index_copy_(0, at, torch.where(make, node.view(1), parents[at]))
+        depths.index_copy_(0, at, torch.where(make, torch.full_like(at, d + 1), depths[at]))
+        row = visible[node] | (index == new)
+        visible.index_copy_(0, at, torch.where(make[:, None], row[None], visible[at]))
+        node = torch.where(alive, torch.where(found, torch.where(hit, index, 0).max(), new), node)
+        used = used + make.view(()).long()

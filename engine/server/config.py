@@ -28,6 +28,7 @@ class ServerConfig:
     served_model_name: str | None = None  # None: derived from the model directory (see `model_name`)
     algorithm: str = "ddtree"
     budget: int = 32
+    lookup: int = 0  # ddtree's context-lookup branch: n-gram order, 0 for none (engine/tree.py)
     block_size: int | None = None
     draft_window_size: int | None = None
     max_context: int | None = None
@@ -74,6 +75,7 @@ FLAGS: list[tuple[str, str, Callable[[str], Any], str]] = [
     ("--served-model-name", "served_model_name", _opt_str, "the model id clients use (default: from --model)"),
     ("--algorithm", "algorithm", str, "ddtree | dflash | ar"),
     ("--budget", "budget", _int, "ddtree: drafted tree nodes per round"),
+    ("--lookup", "lookup", _int, "ddtree: n-gram order of the context-lookup branch (0: none)"),
     ("--block-size", "block_size", _opt_int, "drafted block length (default: the drafter's)"),
     ("--draft-window-size", "draft_window_size", _opt_int, "drafter context window in tokens (default: all)"),
     ("--max-context", "max_context", _opt_int, "prompt + completion limit in tokens (default: the model's)"),

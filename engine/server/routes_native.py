@@ -59,6 +59,7 @@ async def server_info(request: Request) -> dict[str, Any]:
         "draft": {"name": c.draft_name, "path": c.draft, "sha256": state.info.get("draft_sha256")} if c.draft else None,
         "algorithm": c.algorithm,
         "budget": d.budget if d is not None else c.budget,
+        "lookup": d.lookup if d is not None else c.lookup,
         "block_size": d.block_size if d is not None else c.block_size,
         "draft_window": d.draft_window if d is not None else c.draft_window_size,
         "dtype": str(d.dtype).removeprefix("torch.") if d is not None else c.dtype,

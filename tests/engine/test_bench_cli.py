@@ -58,6 +58,19 @@ def test_it_rejects_a_bad_budget_with_a_clear_error(tiny_dirs: tuple[Path, Path]
     ]
     run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "budget must be at least 1" in run.stderr
+    bad = subprocess.run([*cmd[:-2], "--lookup", "-1"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "lookup must be an n-gram order in 0..8" in bad.stderr
+
+
+def test_it_benches_ddtree_with_the_lookup_branch(tiny_dirs: tuple[Path, Path], tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    cmd = [sys.executable, "-m", "engine", "bench", "--model", str(tiny_dirs[0]), "--draft", str(tiny_dirs[1])]
+    cmd += ["--device", "cpu", "--prompts", "2", "--max-tokens", "24", "--algorithms", "ar,ddtree", "--budgets", "8"]
+    run = subprocess.run([*cmd, "--lookup", "3", "--json", str(out)], cwd=ROOT, check=True, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert "ddtree+lookup3 B=8" in run.stdout
+    ar, ddtree = json.loads(out.read_text())["results"]
+    assert (ar["lookup"], ddtree["lookup"]) == (0, 3) and ddtree["identical_to_ar"] == 2
 
 
 def test_it_profiles_the_ops_of_a_round(tiny_dirs: tuple[Path, Path], tmp_path: Path) -> None:

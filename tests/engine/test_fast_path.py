@@ -51,6 +51,26 @@ def test_the_tree_attention_switch_generates_the_reference_tokens(decoder: Decod
         assert switched.generate_text(prompts[3], params, algorithm=alg, budget=budget).tokens == want.tokens
 
 
+def test_the_lookup_branch_generates_the_reference_tokens_and_rounds(decoder: Decoder, prompts: list[str]) -> None:
+    ref = Decoder(decoder.target, decoder.drafter, decoder.tokenizer, budget=16, max_context=1024, lookup=3)
+    fast = Decoder(decoder.target, decoder.drafter, decoder.tokenizer, budget=16, max_context=1024, fast=True, lookup=3)
+    assert ref.fast is None and fast.fast is not None and fast.nodes_per_round("ddtree", 16) == 16 + 7
+    params = SamplingParams(max_tokens=48, ignore_eos=True)
+    plain_tau, lookup_tau = 0.0, 0.0
+    for prompt in prompts[:4]:
+        plain = decoder.generate_text(prompt, params, algorithm="ddtree", budget=16)
+        for budget in (1, 16):
+            want = ref.generate_text(prompt, params, algorithm="ddtree", budget=budget)
+            got = fast.generate_text(prompt, params, algorithm="ddtree", budget=budget)
+            assert want.tokens == plain.tokens  # lossless: the branch changes τ, never the text
+            assert got.tokens == want.tokens, budget
+            assert got.stats.accept_lengths == want.stats.accept_lengths, budget
+            assert got.stats.drafted_nodes == want.stats.drafted_nodes, budget
+        plain_tau += plain.stats.tau
+        lookup_tau += want.stats.tau
+    assert lookup_tau > plain_tau  # the tiny model's greedy text repeats itself: the branch pays
+
+
 def test_it_stops_like_the_reference(decoder: Decoder, fast: Decoder, prompts: list[str]) -> None:
     for prompt in prompts[8:10]:
         ref_text = decoder.generate_text(prompt, SamplingParams(max_tokens=30, ignore_eos=True)).text
@@ -133,6 +153,14 @@ def test_the_cuda_graphs_generate_the_reference_tokens_in_fp32(tiny_dirs, prompt
             got = graphs.generate_text(prompt, params, algorithm=alg, budget=budget)
             assert got.tokens == want.tokens, (alg, budget)
     assert graphs.fast.graphs.graphs, "no CUDA graph was captured"
+    # ddtree with the context-lookup branch (the Triton graft, under the graphs): the reference's rounds
+    looked = Decoder(reference.target, reference.drafter, reference.tokenizer, max_context=1024, fast=True, lookup=3)
+    ref = Decoder(reference.target, reference.drafter, reference.tokenizer, max_context=1024, fast=False, lookup=3)
+    for prompt in prompts[:6]:
+        for budget in (4, 48):
+            want = ref.generate_text(prompt, params, algorithm="ddtree", budget=budget)
+            got = looked.generate_text(prompt, params, algorithm="ddtree", budget=budget)
+            assert got.tokens == want.tokens and got.stats.accept_lengths == want.stats.accept_lengths, budget
 
 
 @cuda

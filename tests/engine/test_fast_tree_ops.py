@@ -129,3 +129,36 @@ def test_the_tree_build_benchmark_runs_on_the_cpu(capsys: pytest.CaptureFixture[
     main(["--device", "cpu", "--budgets", "8,32", "--iters", "2"])
     rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()[2:]]
     assert [r[0] for r in rows] == ["8", "32"] and all(float(r[1]) > 0 and r[2:] == ["-", "-"] for r in rows)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_context_chain_and_graft_match_the_reference(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    vocab, depth, budget = int(rng.choice([3, 6, 40])), int(rng.choice([3, 7])), int(rng.choice([1, 4, 9]))
+    history = rng.integers(0, vocab, size=int(rng.integers(1, 60))).tolist()
+    ngram = int(rng.integers(1, 4))
+    want_chain = ref.context_chain(history, ngram, depth)
+    hist = torch.tensor(history + [77] * int(rng.integers(0, 9)))  # rows past the text hold scratch
+    chain = tree_ops.context_chain(hist, torch.tensor([len(history) - 1]), ngram, depth)
+    assert chain.tolist() == want_chain + [-1] * (depth - len(want_chain))
+    ids, lps = topk(rng, depth, vocab, min(budget, vocab))
+    want = ref.graft(ref.build_tree(history[-1], ids.numpy(), lps.numpy(), budget), want_chain)
+    built = device_tree(history[-1], ids, lps, budget)
+    n = 1 + budget + depth
+    got = tree_ops.DeviceTree(
+        torch.cat([built.tokens, torch.full((depth,), 5)]),
+        torch.cat([built.parents, torch.full((depth,), 2)]),
+        torch.cat([built.depths, torch.full((depth,), 3)]),
+        torch.ones(n, n, dtype=torch.bool),  # stale: graft must clear the slots' rows
+    )
+    got.visible[: 1 + budget, : 1 + budget] = built.visible
+    got.visible[: 1 + budget, 1 + budget :] = False
+    tree_ops.graft(got, chain, budget)
+    live = (got.tokens >= 0).nonzero().view(-1).tolist()
+    assert [got.tokens[i].item() for i in live] == want.tokens  # drafted nodes exist: slots fill in order
+    assert [got.parents[i].item() for i in live][1:] == want.parents[1:]
+    assert [got.depths[i].item() for i in live] == want.depths
+    assert torch.equal(got.visible[live][:, live], torch.from_numpy(ref.visibility(want.parents)))
+    unused = [i for i in range(n) if i not in live]
+    for i in unused:  # never matched, and sees only the root and itself
+        assert got.visible[i].nonzero().view(-1).tolist() == [0, i]

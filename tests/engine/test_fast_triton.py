@@ -29,6 +29,7 @@ device = sys.argv[1]
 # (2, 600, 8): the vocabulary top-K's last chunk (ids 768-1023) lies wholly past the vocabulary
 cases = [(1, 50, 1), (3, 300, 5), (6, 200, 16), (2, 40, 64), (4, 120, 30), (2, 600, 8)] if device == "cpu" else \\
     [(15, 4096, b) for b in (16, 32, 64, 128, 256)] + [(7, 1000, 100)]
+added = 0
 for seed, (depth, vocab, budget) in enumerate(cases):
     g = torch.Generator().manual_seed(seed)
     logits = (torch.randn(depth, vocab, generator=g) * 3).to(device)
@@ -54,6 +55,28 @@ for seed, (depth, vocab, budget) in enumerate(cases):
             return sum(torch.tensor(score[1:], dtype=torch.float64).exp().tolist())
         assert abs(mass(got) - mass(want)) <= 1e-6 * mass(want), seed
         assert torch.equal(got.visible, tree_ops.ancestors(got.parents, depth)), seed
+    # The context-lookup branch: buffers with `depth` slots after the B nodes, a text that repeats
+    # (several 1024-token search chunks on the GPU), against tree_ops.graft on the same built tree.
+    n = budget + 1 + depth
+    out = tree_ops.DeviceTree(*(torch.full((n,), 7, device=device) for _ in range(3)),
+                              torch.ones(n, n, dtype=torch.bool, device=device))
+    packed = torch.zeros(n, (n + 31) // 32, dtype=torch.int32, device=device)
+    tt = TritonTree(plan, vocab, torch.device(device), out, packed)
+    tt.build(torch.tensor([9], device=device), logits)
+    want = tree_ops.DeviceTree(*(x.clone() for x in (out.tokens, out.parents, out.depths, out.visible)))
+    text = torch.randint(0, 6, (300 if device == "cpu" else 2500,), generator=g)
+    text = torch.where(text == 5, 9, text)
+    text[-1] = 9  # the root (the bonus) is the text's last token
+    hist = torch.cat([text, torch.full((40,), 77)]).to(device)
+    last, ngram = torch.tensor([text.shape[0] - 1], device=device), 1 + seed % 3
+    chain = tree_ops.context_chain(hist, last, ngram, depth)
+    tree_ops.graft(want, chain, budget)
+    tt.graft(hist, last, ngram)
+    for name in ("tokens", "parents", "depths", "visible"):
+        assert torch.equal(getattr(out, name), getattr(want, name)), (seed, name, "graft")
+    assert torch.equal(packed, pack_tree_mask(out.visible)), (seed, "graft")
+    added += int((out.tokens[budget + 1 :] >= 0).sum())
+assert added > 0, "no lookup branch added a node"
 print("ok", len(cases))
 """
 
@@ -158,6 +181,17 @@ for prompt in ("class Stack:\\n    def push(self, x):\\n",):  # interpreted kern
         assert got.tokens == want.tokens, (alg, budget, got.tokens, want.tokens)
         assert got.stats.accept_lengths == want.stats.accept_lengths, (alg, budget)
 assert fast.triton_trees, "the Triton tree build did not run"
+# ddtree with the context-lookup branch (the Triton graft after the build): the reference's rounds
+looked = Decoder(dec.target, dec.drafter, dec.tokenizer, budget=12, max_context=1024, fast=True, lookup=2)
+for fused in (looked.fast.fused_target, looked.fast.fused_drafter):
+    fused.triton = fused.triton_mlp = True
+looked.fast.use_triton_tree = looked.fast.triton_commit = looked.fast.tree_attention = looked.fast.draft_kernel = True
+ref = Decoder(dec.target, dec.drafter, dec.tokenizer, budget=12, max_context=1024, lookup=2)
+prompt = "    def push(self, x):\\n        self.items.append(x)\\n    def pop(self):\\n"
+want = ref.generate_text(prompt, SamplingParams(max_tokens=24, ignore_eos=True), algorithm="ddtree", budget=12)
+got = looked.generate_text(prompt, SamplingParams(max_tokens=24, ignore_eos=True), algorithm="ddtree", budget=12)
+assert got.tokens == want.tokens and got.stats.accept_lengths == want.stats.accept_lengths, "lookup"
+assert got.stats.drafted_nodes == want.stats.drafted_nodes, "lookup"
 print("ok path")
 """
 
@@ -195,8 +229,9 @@ for seed, budget in enumerate([1, 4, 16, 40, 64, 100, 8, 30]):
     bonus, n_new = torch.zeros(1, dtype=torch.long, device=device), torch.zeros(1, dtype=torch.long, device=device)
     block_ids = torch.full((block,), 3, device=device)
     draft_in = torch.zeros(2 * block + 1, dtype=torch.long, device=device)
+    hist = torch.full((rows,), 77, dtype=torch.long, device=device)
     commit(tree.tokens, tree.parents, choices, tfeats, got_kv, feats, result, st, bonus, n_new, block_ids, draft_in,
-           block)
+           hist, block)
     end = int(start) + n
     j = torch.arange(block, device=device)  # the next draft's inputs: block at end + j, new context at start + j
     assert torch.equal(draft_in, torch.cat([end + j, int(start) + j, torch.tensor([end + block], device=device)]))
@@ -206,6 +241,9 @@ for seed, budget in enumerate([1, 4, 16, 40, 64, 100, 8, 30]):
     assert result[0] == n and torch.equal(result[1 : 1 + n], tree.tokens[w.path][:n]), seed
     assert result[block + 1] == w.bonus[0] and result[block + 2] == (tree.tokens[1:] >= 0).sum(), seed
     assert int(st) == end and int(bonus) == int(w.bonus) and int(n_new) == n, seed
+    s0 = int(start)  # the text: the accepted tokens, then the bonus; nothing else written
+    assert torch.equal(hist[s0:end], tree.tokens[w.path][:n]) and int(hist[end]) == int(w.bonus), seed
+    assert (hist[:s0] == 77).all() and (hist[end + 1 :] == 77).all(), seed
     lengths.append(n)
 assert max(lengths) >= 4, lengths  # the walks went deep, not just the root
 from engine.fast.commit_triton import commit_one  # ar's commit

@@ -5,7 +5,8 @@ import itertools
 import numpy as np
 import pytest
 
-from engine.tree import Tree, build_tree, chain_tree, visibility, walk
+from engine.tree import Tree, build_tree, chain_tree, graft, visibility, walk
+from engine.tree import context_chain as ref_chain
 
 
 def brute_force_top_prefixes(logprobs: np.ndarray, budget: int) -> set[tuple[int, ...]]:
@@ -98,3 +99,24 @@ def test_it_never_exceeds_the_budget_and_handles_tiny_inputs() -> None:
     ids, vals = topk(lp, 2)
     assert build_tree(0, ids, vals, 100).size == 6  # every prefix of depth ≤ 2 over 2 tokens
     assert build_tree(0, ids, vals, 0).size == 0
+
+
+def test_the_context_chain_continues_the_latest_longest_match() -> None:
+    #          0  1  2  3  4  5  6  7  8  9
+    history = [5, 6, 7, 8, 1, 6, 7, 9, 6, 7]  # ends in "6 7": matched at 1-2 (then 8) and 5-6 (then 9)
+    assert ref_chain(history, 2, 3) == [9, 6, 7]  # the latest of the two-token matches, up to the end
+    assert ref_chain(history, 3, 2) == [9, 6]  # no three-token match: the longest found is two
+    assert ref_chain([5, 6, 7, 8, 5, 6, 7], 3, 4) == [8, 5, 6, 7]
+    assert ref_chain([1, 2, 3], 3, 4) == []  # the last token never occurred before
+    assert ref_chain([4], 2, 4) == [] and ref_chain([4, 4], 2, 3) == [4, 4, 4]
+    assert ref_chain([1, 2, 3, 1, 2, 3], 2, 5) == [1, 2, 3, 1, 2]  # past the text's end it loops
+
+
+def test_grafting_reuses_matching_nodes_and_appends_the_rest() -> None:
+    tree = Tree([9, 1, 2, 3], [-1, 0, 0, 1], [0, 1, 1, 2])  # 9 → {1 → {3}, 2}
+    grafted = graft(tree, [1, 3, 5, 1])
+    assert grafted.tokens == [9, 1, 2, 3, 5, 1] and grafted.parents == [-1, 0, 0, 1, 3, 4]
+    assert grafted.depths == [0, 1, 1, 2, 3, 4]
+    assert walk(grafted, [1, 3, 0, 5, 1, 8]) == ([0, 1, 3, 4, 5], 8)  # the walk follows it to its end
+    assert graft(tree, [2]).tokens == tree.tokens and graft(tree, []).tokens == tree.tokens
+    assert tree.tokens == [9, 1, 2, 3]  # the input tree is left as it was

@@ -28,9 +28,10 @@ def test_it_reads_settings_from_the_environment() -> None:
 
 
 def test_it_lets_the_flag_win_over_the_environment() -> None:
-    c = parse(["--model", f"{TINY}/target", "--budget", "5", "--port", "31001"],
-              {"ENGINE_BUDGET": "64", "ENGINE_PORT": "9"})
-    assert (c.budget, c.port) == (5, 31001)
+    c = parse(["--model", f"{TINY}/target", "--budget", "5", "--port", "31001", "--lookup", "3"],
+              {"ENGINE_BUDGET": "64", "ENGINE_PORT": "9", "ENGINE_LOOKUP": "2"})
+    assert (c.budget, c.port, c.lookup) == (5, 31001, 3)
+    assert parse(["--model", f"{TINY}/target"], {"ENGINE_LOOKUP": "2"}).lookup == 2
 
 
 def test_it_names_the_variable_of_a_bad_value() -> None:
