@@ -138,10 +138,14 @@ class Decoder:
         if min(prompt_ids) < 0 or max(prompt_ids) >= vocab:
             raise RequestError(f"prompt token ids must be in 0..{vocab - 1}")
 
+    def drafted_per_round(self, algorithm: str, budget: int) -> int:
+        """The drafter's nodes per round (the stats' `budget`): 0, block_size − 1, or ddtree's B."""
+        return {"ar": 0, "dflash": self.block_size - 1, "ddtree": budget}[algorithm]
+
     def nodes_per_round(self, algorithm: str, budget: int) -> int:
-        """Tree nodes a round verifies besides the root: ddtree's B, plus room for a lookup branch."""
-        lookup = self.block_size - 1 if self.lookup else 0
-        return {"ar": 0, "dflash": self.block_size - 1, "ddtree": budget + lookup}[algorithm]
+        """Tree nodes a round may verify besides the root: the drafted ones, plus room for a lookup branch."""
+        lookup = self.block_size - 1 if self.lookup and algorithm == "ddtree" else 0
+        return self.drafted_per_round(algorithm, budget) + lookup
 
     def _caches(self, nodes: int) -> tuple[KVCache, KVCache | None]:
         rows = self.max_context + nodes + 1
@@ -212,7 +216,7 @@ class Decoder:
         sampler = Sampler(params, self.banned_ids(params), self.device)
         stats = GenerationStats(
             algorithm,
-            nodes,
+            self.drafted_per_round(algorithm, budget),
             self.block_size if algorithm != "ar" else 1,
             accepted_per_depth=[0] * (self.block_size - 1 if algorithm != "ar" else 0),
         )

@@ -464,11 +464,10 @@ class FastPath:
 
                 plan, buf = self.plans[(budget, k)], self._buffers(self.width(algorithm, budget))
                 self.triton_trees[(budget, k)] = TritonTree(plan, vocab, self.device, buf.tree(), buf.packed)
-        nodes = dec.nodes_per_round(algorithm, budget)
         speculative = algorithm != "ar"
         stats = GenerationStats(
             algorithm,
-            nodes,
+            dec.drafted_per_round(algorithm, budget),
             self.block if speculative else 1,
             accepted_per_depth=[0] * (self.block - 1 if speculative else 0),
         )

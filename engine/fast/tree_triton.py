@@ -14,6 +14,8 @@ Same algorithm as `tree_ops.build_tree` (read its docstring first).
 - `_node_of_kernel` inverts the pop order and `_assemble_kernel`, one program per node, writes its
   token, parent, depth and ancestor row (walking up the survivors' parent links) straight into the
   decoder's static tree buffers.
+- `_graft_kernel` (`TritonTree.graft`, with the decoder's `lookup`): one program finds the context
+  match in the text and grafts its continuation after the B nodes (`tree_ops.graft`).
 Speed: `python -m engine.fast.bench_tree`.
 Scores are float32 here (float64 in the PyTorch version), so on exact or near ties (~1e-7) the two
 may order nodes differently; both trees are valid and the walk stays lossless. Ties keep the

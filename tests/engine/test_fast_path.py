@@ -66,6 +66,7 @@ def test_the_lookup_branch_generates_the_reference_tokens_and_rounds(decoder: De
             assert got.tokens == want.tokens, budget
             assert got.stats.accept_lengths == want.stats.accept_lengths, budget
             assert got.stats.drafted_nodes == want.stats.drafted_nodes, budget
+            assert got.stats.budget == want.stats.budget == budget  # the drafter's B; the branch is extra
         plain_tau += plain.stats.tau
         lookup_tau += want.stats.tau
     assert lookup_tau > plain_tau  # the tiny model's greedy text repeats itself: the branch pays
