@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -55,4 +56,6 @@ def test_it_serves_plotly_and_htmx_from_the_installed_packages(client: Any, view
         assert r.status_code == 200, url
         assert r["Content-Type"] == "text/javascript"
         assert len(b"".join(r.streaming_content)) > 10_000
-    assert "cdn" not in page.lower()
+    # Nothing is fetched from another host (a CDN): every src and href is a path on this server. (A
+    # substring test for "cdn" failed whenever the page's random CSRF token happened to contain it.)
+    assert not re.search(r'(?:src|href)="(?:https?:)?//', page)
