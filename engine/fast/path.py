@@ -122,14 +122,16 @@ class TreeBuffers:
     def tree(self) -> tree_ops.DeviceTree:
         return tree_ops.DeviceTree(self.tokens, self.parents, self.depths, self.visible)
 
-    def store(self, tree: tree_ops.DeviceTree) -> None:
-        """The tree into the first nodes (a lookup branch fills the rest: tree_ops.graft)."""
+    def store(self, tree: tree_ops.DeviceTree, lookup_chain: Tensor | None = None, budget: int = 0) -> None:
+        """The tree into the first nodes; with `lookup_chain`, that branch grafted after them (tree_ops.graft)."""
         n = tree.tokens.shape[0]
         self.tokens[:n].copy_(tree.tokens)
         self.parents[:n].copy_(tree.parents)
         self.depths[:n].copy_(tree.depths)
         self.visible[:n, :n].copy_(tree.visible)
         self.visible[:n, n:].zero_()
+        if lookup_chain is not None:
+            tree_ops.graft(self.tree(), lookup_chain, budget)
         self.packed.copy_(pack_tree_mask(self.visible))
 
 
@@ -289,11 +291,10 @@ class FastPath:
             return
         top = torch.log_softmax(self.draft_logits, -1).topk(k, dim=-1)
         tree = tree_ops.build_tree(self.plans[(budget, k)], self.bonus, top.indices, top.values)
-        buf.store(tree)
+        chain = None
         if self.lookup:
             chain = tree_ops.context_chain(self.hist, self.start, self.lookup, self.depth_limit)
-            tree_ops.graft(buf.tree(), chain, budget)
-            buf.packed.copy_(pack_tree_mask(buf.visible))
+        buf.store(tree, chain, budget)
 
     def _verify(self, t: int, keys: int) -> Tensor:
         buf, s = self._buffers(t), self.start
