@@ -122,7 +122,7 @@ class TreeBuffers:
     def tree(self) -> tree_ops.DeviceTree:
         return tree_ops.DeviceTree(self.tokens, self.parents, self.depths, self.visible)
 
-    def store(self, tree: tree_ops.DeviceTree, lookup_chain: Tensor | None = None, budget: int = 0) -> None:
+    def store(self, tree: tree_ops.DeviceTree, lookup_chain: Tensor | None = None) -> None:
         """The tree into the first nodes; with `lookup_chain`, that branch grafted after them (tree_ops.graft)."""
         n = tree.tokens.shape[0]
         self.tokens[:n].copy_(tree.tokens)
@@ -131,7 +131,7 @@ class TreeBuffers:
         self.visible[:n, :n].copy_(tree.visible)
         self.visible[:n, n:].zero_()
         if lookup_chain is not None:
-            tree_ops.graft(self.tree(), lookup_chain, budget)
+            tree_ops.graft(self.tree(), lookup_chain)
         self.packed.copy_(pack_tree_mask(self.visible))
 
 
@@ -282,7 +282,6 @@ class FastPath:
         if algorithm == "dflash":
             self._buffers(self.block).store(tree_ops.chain_tree(self.bonus, self.draft_logits.argmax(-1)))
             return
-        buf = self._buffers(self.width(algorithm, budget))
         if self.use_triton_tree:  # writes straight into the static tree buffers
             triton_tree = self.triton_trees[(budget, k)]
             triton_tree.build(self.bonus, self.draft_logits)  # type: ignore[attr-defined]
@@ -294,7 +293,7 @@ class FastPath:
         chain = None
         if self.lookup:
             chain = tree_ops.context_chain(self.hist, self.start, self.lookup, self.depth_limit)
-        buf.store(tree, chain, budget)
+        self._buffers(self.width(algorithm, budget)).store(tree, chain)
 
     def _verify(self, t: int, keys: int) -> Tensor:
         buf, s = self._buffers(t), self.start

@@ -161,12 +161,13 @@ def context_chain(hist: Tensor, start: Tensor, ngram: int, length: int) -> Tenso
     return torch.where(best >= 0, hist[at.clamp(max=rows - 1)], -1)
 
 
-def graft(tree: DeviceTree, chain: Tensor, budget: int) -> None:
-    """`engine.tree.graft` in place and in fixed shapes: tree has 1 + budget drafted nodes, then
-    len(chain) lookup slots; the chain's new nodes fill the slots in order, unused slots get token −1
+def graft(tree: DeviceTree, chain: Tensor) -> None:
+    """`engine.tree.graft` in place and in fixed shapes: the tree's last len(chain) nodes are lookup
+    slots after the drafted ones; the chain's new nodes fill them in order, unused slots get token −1
     (they never match) and see only the root and themselves."""
     tokens, parents, depths, visible = tree.tokens, tree.parents, tree.depths, tree.visible
     n = tokens.shape[0]
+    budget = n - 1 - chain.shape[0]  # drafted nodes
     index = torch.arange(n, device=tokens.device)
     slots = index > budget
     tokens.masked_fill_(slots, -1)

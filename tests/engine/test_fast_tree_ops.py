@@ -153,7 +153,7 @@ def test_the_context_chain_and_graft_match_the_reference(seed: int) -> None:
     )
     got.visible[: 1 + budget, : 1 + budget] = built.visible
     got.visible[: 1 + budget, 1 + budget :] = False
-    tree_ops.graft(got, chain, budget)
+    tree_ops.graft(got, chain)
     live = (got.tokens >= 0).nonzero().view(-1).tolist()
     assert [got.tokens[i].item() for i in live] == want.tokens  # drafted nodes exist: slots fill in order
     assert [got.parents[i].item() for i in live][1:] == want.parents[1:]

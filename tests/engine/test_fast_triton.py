@@ -70,7 +70,7 @@ for seed, (depth, vocab, budget) in enumerate(cases):
     hist = torch.cat([text, torch.full((40,), 77)]).to(device)
     last, ngram = torch.tensor([text.shape[0] - 1], device=device), 1 + seed % 3
     chain = tree_ops.context_chain(hist, last, ngram, depth)
-    tree_ops.graft(want, chain, budget)
+    tree_ops.graft(want, chain)
     tt.graft(hist, last, ngram)
     for name in ("tokens", "parents", "depths", "visible"):
         assert torch.equal(getattr(out, name), getattr(want, name)), (seed, name, "graft")
