@@ -64,6 +64,10 @@ def add_bench_parser(sub: Any) -> None:
         "--lookup", type=int, default=0, metavar="N",
         help="ddtree's context-lookup branch: n-gram order (0: none; engine/tree.py)",
     )  # fmt: skip
+    b.add_argument(
+        "--lookup-tokens", type=int, default=None, metavar="L",
+        help="the lookup branch's length, 1..63 (default 31)",
+    )  # fmt: skip
     b.add_argument("--temperature", type=float, default=0.0)
     b.add_argument("--warmup", choices=["auto", "short", "full"], default="auto")
     b.add_argument("--device", default="auto")
@@ -103,6 +107,7 @@ def bench(args: argparse.Namespace) -> int:
             budget=max(args.budgets or [1]),
             max_context=need if args.contexts else None,
             lookup=args.lookup,
+            lookup_tokens=args.lookup_tokens,
         )
         configs = parse_configs(algorithms, args.budgets)
         for alg, budget in configs:

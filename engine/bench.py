@@ -38,12 +38,15 @@ class BenchRow:
     identical_to_ar: int = 0
     divergences: list[dict[str, Any]] = field(default_factory=list)  # filled by bench_baseline
     lookup: int = 0  # ddtree's context-lookup n-gram order (0: none)
+    lookup_tokens: int = 0  # and its branch's length
 
     @property
     def label(self) -> str:
         if self.algorithm != "ddtree":
             return self.algorithm
-        return f"ddtree+lookup{self.lookup} B={self.budget}" if self.lookup else f"ddtree B={self.budget}"
+        if self.lookup:
+            return f"ddtree+lookup{self.lookup}:{self.lookup_tokens} B={self.budget}"
+        return f"ddtree B={self.budget}"
 
     @property
     def tau(self) -> float:
@@ -71,6 +74,7 @@ class BenchRow:
             "algorithm": self.algorithm,
             "budget": self.budget,
             "lookup": self.lookup,
+            "lookup_tokens": self.lookup_tokens,
             "context": self.context,
             "max_tokens": self.max_tokens,
             "prompts": self.prompts,
@@ -126,7 +130,10 @@ def run_bench(
     reference: dict[int, list[int]] = {}
     rows = []
     for alg, budget in configs:
-        row = BenchRow(alg, budget, context, max_tokens, lookup=decoder.lookup if alg == "ddtree" else 0)
+        looked = alg == "ddtree" and decoder.lookup > 0
+        row = BenchRow(alg, budget, context, max_tokens)
+        if looked:
+            row.lookup, row.lookup_tokens = decoder.lookup, decoder.lookup_tokens
         for i, prompt in enumerate(prompts):
             params = SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=i, ignore_eos=True)
             g = decoder.generate(prompt, params, algorithm=alg, budget=budget)

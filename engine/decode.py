@@ -35,6 +35,10 @@ from engine.tree import Tree, build_tree, chain_tree, context_chain, graft, visi
 
 ALGORITHMS = ("ar", "dflash", "ddtree")
 MAX_LOOKUP = 8  # longest n-gram the context lookup matches
+# The lookup branch's length: up to MAX_LOOKUP_TOKENS; by default 31, twice the drafted depth of a
+# 16-token block (H200, context 1024, B = 16: 15 → 2.91× ar, 31 → 3.26×, 63 → 3.19×; engine/BENCHMARKS.md).
+MAX_LOOKUP_TOKENS = 63
+DEFAULT_LOOKUP_TOKENS = 31
 
 
 class RequestError(ValueError):
@@ -66,8 +70,10 @@ class Decoder:
         max_context: int | None = None,
         fast: bool | None = None,
         lookup: int = 0,
+        lookup_tokens: int | None = None,
     ) -> None:
-        """lookup: n-gram order of ddtree's context-lookup branch (engine/tree.py), 0 for none."""
+        """lookup: n-gram order of ddtree's context-lookup branch (engine/tree.py), 0 for none;
+        lookup_tokens: the branch's length (default DEFAULT_LOOKUP_TOKENS)."""
         self.target, self.drafter, self.tokenizer = target, drafter, tokenizer
         self.device = target.lm_head.weight.device
         self.dtype = target.lm_head.weight.dtype
@@ -81,14 +87,20 @@ class Decoder:
         if not 0 <= lookup <= MAX_LOOKUP:
             raise RequestError(f"lookup must be an n-gram order in 0..{MAX_LOOKUP} (0: no lookup), got {lookup}")
         self.lookup = lookup
+        self.lookup_tokens = lookup_tokens if lookup_tokens is not None else DEFAULT_LOOKUP_TOKENS
+        if not 1 <= self.lookup_tokens <= MAX_LOOKUP_TOKENS:
+            raise RequestError(f"lookup_tokens must be in 1..{MAX_LOOKUP_TOKENS}, got {self.lookup_tokens}")
+        # The most tokens a round commits: the bonus and a path down the drafted tree or the branch.
+        self.span = max(self.block_size, 1 + self.lookup_tokens) if lookup else self.block_size
         self.max_context = max_context or target.config.max_position_embeddings
         if self.max_context < 2:
             raise RequestError(f"max_context must be at least 2 (got {self.max_context})")
-        # Tree nodes sit up to block_size − 1 positions past the committed context, and the fast path
-        # may run one round past the end (engine/fast/path.py: a round in flight) and draft a block after it.
-        target.model.rotary.ensure(self.max_context + 3 * self.block_size)
+        # Tree nodes sit up to span − 1 positions past the committed context, and the fast path may
+        # run one round past the end (engine/fast/path.py: a round in flight) and draft a block after it.
+        reach = self.max_context + 2 * self.span + self.block_size
+        target.model.rotary.ensure(reach)
         if drafter is not None:
-            drafter.rotary.ensure(self.max_context + 3 * self.block_size)
+            drafter.rotary.ensure(reach)
         self.capture = drafter.config.target_layer_ids if drafter is not None else []
         self.mask_id = drafter.config.mask_token_id if drafter is not None else None
         self.algorithm, self.budget = self.check(algorithm, budget)
@@ -110,6 +122,7 @@ class Decoder:
                 mask_id=self.mask_id,
                 graphs=os.environ.get("ENGINE_CUDA_GRAPHS", "1") != "0",
                 lookup=lookup,
+                lookup_tokens=self.lookup_tokens,
             )
             if fast
             else None
@@ -144,8 +157,14 @@ class Decoder:
 
     def nodes_per_round(self, algorithm: str, budget: int) -> int:
         """Tree nodes a round may verify besides the root: the drafted ones, plus room for a lookup branch."""
-        lookup = self.block_size - 1 if self.lookup and algorithm == "ddtree" else 0
+        lookup = self.lookup_tokens if self.lookup and algorithm == "ddtree" else 0
         return self.drafted_per_round(algorithm, budget) + lookup
+
+    def deepest(self, algorithm: str) -> int:
+        """The deepest node a round can accept: 0 (ar), block_size − 1, or ddtree's lookup branch's end."""
+        if algorithm == "ar":
+            return 0
+        return self.span - 1 if algorithm == "ddtree" else self.block_size - 1
 
     def _caches(self, nodes: int) -> tuple[KVCache, KVCache | None]:
         rows = self.max_context + nodes + 1
@@ -218,7 +237,7 @@ class Decoder:
             algorithm,
             self.drafted_per_round(algorithm, budget),
             self.block_size if algorithm != "ar" else 1,
-            accepted_per_depth=[0] * (self.block_size - 1 if algorithm != "ar" else 0),
+            accepted_per_depth=[0] * self.deepest(algorithm),
         )
 
         # Prefill: the prompt's K/V and features; its last logits choose the first bonus token.
@@ -239,7 +258,7 @@ class Decoder:
             t0 = self._sync()
             tree, draft_seconds = self._draft_tree(algorithm, budget, bonus, start, feats, sampler)
             if algorithm == "ddtree" and self.lookup:
-                tree = graft(tree, context_chain(prompt_ids + out, self.lookup, self.block_size - 1))
+                tree = graft(tree, context_chain(prompt_ids + out, self.lookup, self.lookup_tokens))
             t_tree = self._sync()
             accepted, bonus, feats = self._verify(tree, start, cache, sampler)
             t_verify = self._sync()

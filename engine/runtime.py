@@ -45,6 +45,7 @@ def load_decoder(
     draft_window: int | None = None,
     max_context: int | None = None,
     lookup: int = 0,
+    lookup_tokens: int | None = None,
 ) -> Decoder:
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
@@ -62,4 +63,5 @@ def load_decoder(
         draft_window=draft_window,
         max_context=max_context,
         lookup=lookup,
+        lookup_tokens=lookup_tokens,
     )

@@ -42,8 +42,9 @@ class GenerationStats:
         return sum(self.accept_lengths) - self.rounds
 
     def histogram(self) -> list[int]:
-        """[k] = rounds whose τ was k + 1, for k + 1 in 1..max(block_size, 1)."""
-        hist = [0] * max(self.block_size, 1)
+        """[k] = rounds whose τ was k + 1, for k + 1 from 1 to the most a round can commit: block_size,
+        or more along a lookup branch (1 + the depths in accepted_per_depth)."""
+        hist = [0] * max(self.block_size, 1 + len(self.accepted_per_depth), 1)
         for t in self.accept_lengths:
             hist[t - 1] += 1
         return hist

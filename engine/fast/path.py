@@ -148,6 +148,7 @@ class FastPath:
         mask_id: int | None,
         graphs: bool,
         lookup: int = 0,
+        lookup_tokens: int = 0,
     ) -> None:
         self.target, self.drafter = target, drafter
         self.fused_target = FusedTarget(target)
@@ -156,11 +157,17 @@ class FastPath:
         self.dtype = target.lm_head.weight.dtype
         self.block, self.depth_limit = block_size, block_size - 1
         self.lookup = lookup  # ddtree's context-lookup branch: its n-gram order, 0 for none
+        self.lookup_tokens = lookup_tokens if lookup else 0  # and its length
+        # The most tokens a round commits (the walk's longest path, bonus included): a block, or more
+        # along a lookup branch longer than the drafted depth, rounded up to a power of two (the
+        # commit kernel's tl.arange). Result rows, the drafter's new-context rows and the commit's
+        # moves are this wide.
+        self.span = 1 << (max(block_size, 1 + self.lookup_tokens) - 1).bit_length()
         self.draft_window = draft_window
         self.capture = capture
         cfg = target.config
         # Room for a round in flight past the end, a lookup branch included.
-        self.rows = bucket(max_context + MAX_BUDGET + 1 + 4 * block_size)
+        self.rows = bucket(max_context + MAX_BUDGET + 1 + 2 * block_size + 2 * self.span)
         dev = self.device
         self.kv = kv_buffer(cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.head_dim, self.rows, self.dtype, dev)
         self.dkv = None
@@ -174,19 +181,21 @@ class FastPath:
         self.start = torch.zeros(1, dtype=torch.long, device=dev)
         self.bonus = torch.zeros(1, dtype=torch.long, device=dev)
         self.n_new = torch.zeros(1, dtype=torch.long, device=dev)
-        self.feats = torch.zeros(block_size, self.feat_width, dtype=self.dtype, device=dev)
+        self.feats = torch.zeros(self.span, self.feat_width, dtype=self.dtype, device=dev)
         self.ban = torch.zeros(cfg.vocab_size, dtype=torch.float32, device=dev)
         self.block_ids = torch.full((block_size,), mask_id if mask_id is not None else 0, device=dev)
         # The next draft pass's inputs, written by prefill and by each commit: the block's positions
-        # start + j, the new context's positions start − n_new + j, and the block's end row.
-        self.draft_in = torch.zeros(2 * block_size + 1, dtype=torch.long, device=dev)
-        self.block_pos, self.ctx_pos = self.draft_in[:block_size], self.draft_in[block_size : 2 * block_size]
-        self.draft_end = self.draft_in[2 * block_size]
+        # start + j (block of them), the new context's positions start − n_new + j (span), and the
+        # block's end row.
+        span = self.span
+        self.draft_in = torch.zeros(block_size + span + 1, dtype=torch.long, device=dev)
+        self.block_pos, self.ctx_pos = self.draft_in[:block_size], self.draft_in[block_size : block_size + span]
+        self.draft_end = self.draft_in[block_size + span]
         self.draft_logits = torch.zeros(self.depth_limit, cfg.vocab_size, dtype=torch.float32, device=dev)
         # A round's result row (a multi-step ar round's: one per step).
-        self.result = torch.zeros(AR_STEPS, block_size + 3, dtype=torch.long, device=dev)
+        self.result = torch.zeros(AR_STEPS, span + 3, dtype=torch.long, device=dev)
         # Two (pinned) host slots for the result rows of the round being read and the round in flight.
-        self.host = torch.zeros(2, AR_STEPS, block_size + 3, dtype=torch.long, pin_memory=dev.type == "cuda")
+        self.host = torch.zeros(2, AR_STEPS, span + 3, dtype=torch.long, pin_memory=dev.type == "cuda")
         self.copied = [torch.cuda.Event() for _ in range(2)] if dev.type == "cuda" else []
         self.lookahead = 1 if dev.type == "cuda" else 0  # rounds queued beyond the one being read
         self.buffers: dict[int, TreeBuffers] = {}
@@ -249,8 +258,7 @@ class FastPath:
         return params.temperature == 0 and (algorithm != "ddtree" or budget <= MAX_BUDGET)
 
     def width(self, algorithm: str, budget: int) -> int:
-        lookup = self.depth_limit if self.lookup else 0
-        return {"ar": 1, "dflash": self.block, "ddtree": 1 + budget + lookup}[algorithm]
+        return {"ar": 1, "dflash": self.block, "ddtree": 1 + budget + self.lookup_tokens}[algorithm]
 
     def _buffers(self, t: int) -> TreeBuffers:
         if t not in self.buffers:
@@ -292,7 +300,7 @@ class FastPath:
         tree = tree_ops.build_tree(self.plans[(budget, k)], self.bonus, top.indices, top.values)
         chain = None
         if self.lookup:
-            chain = tree_ops.context_chain(self.hist, self.start, self.lookup, self.depth_limit)
+            chain = tree_ops.context_chain(self.hist, self.start, self.lookup, self.lookup_tokens)
         self._buffers(self.width(algorithm, budget)).store(tree, chain)
 
     def _verify(self, t: int, keys: int) -> Tensor:
@@ -330,19 +338,19 @@ class FastPath:
     def _commit(self, t: int, scores: Tensor | None = None, step: int = 0) -> None:
         """scores: ar's verify logits (ar's commit takes the argmax; every other commit reads the
         choices the verify stage wrote); step: ar's step within its round (its result row)."""
-        buf, block, result = self._buffers(t), self.block, self.result[step]
+        buf, span, result = self._buffers(t), self.span, self.result[step]
         if t == 1 and self.triton_commit:  # ar: the argmax and the five updates in one kernel
             from engine.fast.commit_triton import commit_one
 
             assert scores is not None
-            commit_one(scores, buf.choices, result, self.start, self.bonus, block)
+            commit_one(scores, buf.choices, result, self.start, self.bonus, span)
             return
         if t == 1:  # ar: the one node is accepted; its choice is the next bonus
             assert scores is not None
             torch.argmax(scores, -1, out=buf.choices)
             result[0].fill_(1)
             result[1:2].copy_(self.bonus)
-            result[block + 1 : block + 2].copy_(buf.choices)
+            result[span + 1 : span + 2].copy_(buf.choices)
             self.bonus.copy_(buf.choices)
             self.start.add_(1)
             return
@@ -350,22 +358,22 @@ class FastPath:
             from engine.fast.commit_triton import commit
 
             commit(
-                buf.tokens, buf.parents, buf.choices, buf.feats, self.kv, self.feats, result, self.start,
-                self.bonus, self.n_new, self.block_ids, self.draft_in, self.hist, block,
+                buf.tokens, buf.parents, buf.depths, buf.choices, buf.feats, self.kv, self.feats, result, self.start,
+                self.bonus, self.n_new, self.block_ids, self.draft_in, self.hist, self.block,
             )  # fmt: skip
             return
-        w = tree_ops.walk(buf.tree(), buf.choices, block)
+        w = tree_ops.walk(buf.tree(), buf.choices, span)
         # The accepted tokens, then the new bonus, into the text (rows past the count get scratch the
         # bonus or a later commit overwrites).
-        self.hist.index_copy_(0, self.start + self.index[:block], buf.tokens[w.path])
+        self.hist.index_copy_(0, self.start + self.index[:span], buf.tokens[w.path])
         self.hist.index_copy_(0, self.start + w.count, w.bonus)
         tree_ops.compact(self.kv, self.start, w.path)
         self.feats.copy_(buf.feats[w.path])
         self.n_new.copy_(w.count)
         result[:1].copy_(w.count)
-        result[1 : block + 1].copy_(buf.tokens[w.path])
-        result[block + 1 : block + 2].copy_(w.bonus)
-        result[block + 2 : block + 3].copy_((buf.tokens[1:] >= 0).sum().view(1))
+        result[1 : span + 1].copy_(buf.tokens[w.path])
+        result[span + 1 : span + 2].copy_(w.bonus)
+        result[span + 2 : span + 3].copy_((buf.tokens[1:] >= 0).sum().view(1))
         self.bonus.copy_(w.bonus)
         self.start.add_(w.count)
         self._next_draft_inputs()
@@ -373,7 +381,7 @@ class FastPath:
     def _next_draft_inputs(self) -> None:
         """block_ids[0] and draft_in from bonus, start and n_new (the Triton commit writes them itself)."""
         self.block_pos.copy_(self.start + self.index[: self.block])
-        self.ctx_pos.copy_(self.block_pos - self.n_new)
+        self.ctx_pos.copy_(self.start - self.n_new + self.index[: self.span])
         self.draft_end.copy_(self.start[0] + self.block)
         self.block_ids[:1].copy_(self.bonus)
 
@@ -469,7 +477,7 @@ class FastPath:
             algorithm,
             dec.drafted_per_round(algorithm, budget),
             self.block if speculative else 1,
-            accepted_per_depth=[0] * (self.block - 1 if speculative else 0),
+            accepted_per_depth=[0] * dec.deepest(algorithm),
         )
         t0 = dec._sync()
         bonus = self.prefill(prompt_ids, banned, draft=speculative)
@@ -480,7 +488,7 @@ class FastPath:
         rounds: list[tuple[int, int, list[object], int]] = []  # (tree size, accepted count, stage marks, steps)
         self.clock.reset()
         # On CUDA the next round is queued before this one's result is read (its key bucket from an upper
-        # bound on the context: a round commits at most `block` tokens, an ar round its steps), so the
+        # bound on the context: a round commits at most `span` tokens, an ar round its steps), so the
         # GPU never waits for the host's reading of a result, the stop checks or the progress callback.
         # Queued only while the generation cannot have ended yet (every round commits at least one
         # token, an ar round one per step); ar rounds take as many steps as surely fit, up to AR_STEPS.
@@ -499,15 +507,15 @@ class FastPath:
                 if queued and room <= 0:
                     break
                 steps = 1 << (min(most_steps, max(room, 1)).bit_length() - 1)  # a power of two: few graphs
-                bound = n + len(out) - 1 + sum(q[1] if algorithm == "ar" else self.block for q in queued)
+                bound = n + len(out) - 1 + sum(q[1] if algorithm == "ar" else self.span for q in queued)
                 slot = rounds_queued % 2
                 queued.append((slot, steps, self._queue_round(algorithm, budget, k, bound, slot, steps)))
                 rounds_queued += 1
             slot, steps, marks = queued.pop(0)
             for res in self._read(slot, steps):  # an ar round's steps past the end are dropped
-                count, bonus = res[0], res[self.block + 1]
+                count, bonus = res[0], res[self.span + 1]
                 out += res[2 : 1 + count] + [bonus]
-                rounds.append((res[self.block + 2] if speculative else 0, count, marks, steps))
+                rounds.append((res[self.span + 2] if speculative else 0, count, marks, steps))
                 finish = dec._finish(out, params, n)
                 if finish is not None:
                     break

@@ -115,8 +115,9 @@ class Walk:
     bonus: Tensor  # [1] long: the target's choice after the last accepted node
 
 
-def walk(tree: DeviceTree, choices: Tensor, block: int) -> Walk:
-    """Greedy walk on the device. choices[i] = the target's token after node i's path.
+def walk(tree: DeviceTree, choices: Tensor, span: int) -> Walk:
+    """Greedy walk on the device. choices[i] = the target's token after node i's path; span: the
+    longest path the tree can hold, root included (the path's length).
 
     A node is accepted when it and all its ancestors match their parent's choice; siblings hold
     distinct tokens, so the accepted nodes form one path from the root, one per depth.
@@ -126,10 +127,10 @@ def walk(tree: DeviceTree, choices: Tensor, block: int) -> Walk:
     matched = (tree.tokens == choices[tree.parents]) | (index == 0)  # the root is always accepted
     on_path = ~(tree.visible & ~matched[None, :]).any(-1)
     count = on_path.sum().view(1)
-    slot = torch.where(on_path, tree.depths, block)  # rejected nodes all land in the spare slot
-    path = torch.zeros(block + 1, dtype=torch.long, device=choices.device)
+    slot = torch.where(on_path, tree.depths, span)  # rejected nodes all land in the spare slot
+    path = torch.zeros(span + 1, dtype=torch.long, device=choices.device)
     path.scatter_(0, slot, index)
-    path = path[:block]
+    path = path[:span]
     bonus = choices[path[count - 1]]
     return Walk(path, count, bonus)
 

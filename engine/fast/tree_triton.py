@@ -207,13 +207,15 @@ def _assemble_kernel(
 @triton.jit
 def _graft_kernel(
     hist, start, tokens, parents, depths, visible, packed, ROWS,
-    B: tl.constexpr, N: tl.constexpr, NP: tl.constexpr, L: tl.constexpr, LP: tl.constexpr, NGRAM: tl.constexpr,
-    CH: tl.constexpr, PACK: tl.constexpr, GDC: tl.constexpr,
+    B: tl.constexpr, N: tl.constexpr, NP: tl.constexpr, L: tl.constexpr, LP: tl.constexpr, LOG: tl.constexpr,
+    NGRAM: tl.constexpr, CH: tl.constexpr, PACK: tl.constexpr, GDC: tl.constexpr,
 ):  # fmt: skip
     """One program: the latest longest earlier match of the text's last NGRAM tokens (hist[start] is the
-    bonus), then its continuation grafted onto the tree as `tree_ops.graft` does. The branch's new
-    nodes are a run of slots (a new node has no children yet, so every later one is new too): the
-    walk down the tree keeps only registers, and all L slots are written at the end in one pass."""
+    bonus), then its continuation grafted onto the tree as `tree_ops.graft` does, without a step per
+    depth: a drafted node is on the branch when its token and all its ancestors' are the
+    continuation's at their depths (ancestors by pointer doubling, LOG gathers for a tree DEPTH
+    deep); below the deepest such node the branch's new nodes are a run of slots (a new node has no
+    children yet, so every later one is new too), written as one vector, all L slots in one pass."""
     pdl.gdc(GDC)
     last = tl.load(start)
     best = tl.full((), -1, tl.int64)
@@ -229,27 +231,29 @@ def _graft_kernel(
         best = tl.maximum(best, tl.max(tl.where(m > 0, m * ROWS + e, -1), axis=0))
     idx = tl.arange(0, NP)
     tok = tl.load(tokens + idx, mask=idx <= B, other=-1)
-    par = tl.load(parents + idx, mask=idx <= B, other=0)
-    dep = tl.load(depths + idx, mask=idx <= B, other=1)
+    par = tl.maximum(tl.load(parents + idx, mask=idx <= B, other=0), 0).to(tl.int32)  # the root's: itself
+    dep = tl.load(depths + idx, mask=idx <= B, other=1).to(tl.int32)
     end = best % ROWS
     period = tl.maximum(last - end, 1)  # past the text's end the continuation loops
     alive = best >= 0
-    node = tl.zeros((), tl.int32)
-    used = tl.zeros((), tl.int32)
-    row = idx == 0  # the path's nodes so far
-    for d in tl.static_range(L):
-        t = tl.load(hist + end + 1 + d % period, mask=alive, other=-1)
-        alive = alive & (t >= 0)
-        child = tl.max(tl.where((par == node) & (tok == t) & (idx > 0), idx, -1), axis=0)
-        make = alive & (child < 0)
-        new = B + 1 + used
-        here = (idx == new) & make
-        tok = tl.where(here, t, tok)
-        par = tl.where(here, node, par)
-        dep = tl.where(here, d + 1, dep)
-        node = tl.where(alive, tl.where(child >= 0, child, new), node)
-        row = row | ((idx == node) & alive)
-        used += make.to(tl.int32)
+    # ok[i]: drafted node i and its ancestors up to 2^k levels up carry the continuation's tokens.
+    mine = alive & (idx > 0) & (idx <= B) & (dep <= L)
+    want = tl.load(hist + end + 1 + (dep - 1) % period, mask=mine, other=-1)
+    ok = ((idx == 0) | (mine & (tok == want))).to(tl.int32)
+    up = par
+    for _ in tl.static_range(LOG):
+        ok = ok & tl.gather(ok, up, 0)
+        up = tl.gather(up, up, 0)
+    row = ok != 0  # the branch's drafted nodes, the root included
+    deepest = tl.max(tl.where(row, dep * NP + idx, 0), axis=0)
+    node, reached = deepest % NP, deepest // NP
+    # The new nodes: the k-th in slot B + 1 + k, at depth reached + 1 + k, under the one before it.
+    k = idx - (B + 1)
+    here = alive & (k >= 0) & (k < L - reached)
+    tok = tl.where(here, tl.load(hist + end + 1 + (reached + k) % period, mask=here, other=-1), tok)
+    par = tl.where(here, tl.where(k == 0, node, idx - 1), par)
+    dep = tl.where(here, reached + 1 + k, dep)
+    used = tl.where(alive, L - reached, 0)
     slot = (idx > B) & (idx < N)
     tl.store(tokens + idx, tok, mask=slot)  # unused slots: token −1 (never matched), root as parent, depth 1
     tl.store(parents + idx, par, mask=slot)
@@ -267,14 +271,16 @@ def _graft_kernel(
         tl.store(packed + (B + 1 + j) * ((N + 31) // 32) + w, words, mask=(j < L) & (w < (N + 31) // 32))
 
 
-# The graft's one program: its match search is wide (1024 positions a step). On the H200, with the
-# branch still written node by node: tree_build at context 1024, B = 16 / 64, 0.032 / 0.068 ms on
-# 1 warp, 0.027 / 0.058 on 4.
-GRAFT_WARPS = 4
-
-
 def _pow2(n: int) -> int:
     return triton.next_power_of_2(max(n, 16))
+
+
+def _graft_shape(n: int) -> tuple[int, int]:
+    """(lanes, warps) of the graft's program for n tree slots: one lane per thread, at least 128. On the
+    H200 (B = 16 / 32 / 64, L = 31) the program took 5.4 µs on 128 lanes and 4 warps, but 17.8 µs on
+    64 lanes and 4 warps or 128 and 8 (more threads than lanes: the gathers' slow path), 7.5 on 64 and 2."""
+    lanes = max(128, _pow2(n))
+    return lanes, min(8, lanes // 32)
 
 
 def _depth_warps(budget: int) -> int:
@@ -363,9 +369,10 @@ class TritonTree:
         if n <= b + 1:
             raise ValueError(f"no lookup slots: the tree buffers hold {n} nodes for a budget of {b}")
         bits = packed if packed is not None else out.visible
+        lanes, warps = _graft_shape(n)
         _graft_kernel[(1,)](
             hist, start, out.tokens, out.parents, out.depths, out.visible, bits, hist.shape[0], B=b, N=n,
-            NP=max(32, _pow2(n)), L=n - 1 - b, LP=_pow2(n - 1 - b), NGRAM=ngram, CH=1024, PACK=packed is not None,
-            num_warps=GRAFT_WARPS, **pdl.options(hist.device),
+            NP=lanes, L=n - 1 - b, LP=_pow2(n - 1 - b), LOG=max(1, self.plan.depth_limit.bit_length()), NGRAM=ngram,
+            CH=1024, PACK=packed is not None, num_warps=warps, **pdl.options(hist.device),
         )  # fmt: skip
         return out

@@ -29,6 +29,7 @@ class ServerConfig:
     algorithm: str = "ddtree"
     budget: int = 32
     lookup: int = 0  # ddtree's context-lookup branch: n-gram order, 0 for none (engine/tree.py)
+    lookup_tokens: int | None = None  # its length (None: the engine's default, 31)
     block_size: int | None = None
     draft_window_size: int | None = None
     max_context: int | None = None
@@ -76,6 +77,7 @@ FLAGS: list[tuple[str, str, Callable[[str], Any], str]] = [
     ("--algorithm", "algorithm", str, "ddtree | dflash | ar"),
     ("--budget", "budget", _int, "ddtree: drafted tree nodes per round"),
     ("--lookup", "lookup", _int, "ddtree: n-gram order of the context-lookup branch (0: none)"),
+    ("--lookup-tokens", "lookup_tokens", _opt_int, "ddtree: the lookup branch's length, 1..63 (default 31)"),
     ("--block-size", "block_size", _opt_int, "drafted block length (default: the drafter's)"),
     ("--draft-window-size", "draft_window_size", _opt_int, "drafter context window in tokens (default: all)"),
     ("--max-context", "max_context", _opt_int, "prompt + completion limit in tokens (default: the model's)"),

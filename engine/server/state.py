@@ -84,7 +84,8 @@ class ServerState:
             t0 = time.perf_counter()
             decoder = load_decoder(c.model, c.draft, device=c.device, dtype=c.dtype, algorithm=c.algorithm,
                                    budget=c.budget, block_size=c.block_size, draft_window=c.draft_window_size,
-                                   max_context=c.max_context, lookup=c.lookup)
+                                   max_context=c.max_context, lookup=c.lookup,
+                                   lookup_tokens=c.lookup_tokens)
             self.info = {
                 "model_sha256": weights_hash(c.model),
                 "draft_sha256": weights_hash(c.draft) if c.draft else None,

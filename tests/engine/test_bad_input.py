@@ -59,6 +59,15 @@ def test_it_rejects_a_block_size_the_drafter_was_not_trained_for(decoder: Decode
         Decoder(decoder.target, decoder.drafter, decoder.tokenizer, block_size=9)
 
 
+@pytest.mark.parametrize(("lookup", "tokens", "message"), [(9, None, "n-gram order in 0..8"), (3, 0, "1..63, got 0"),
+                                                           (3, 64, "1..63, got 64")])  # fmt: skip
+def test_it_rejects_a_lookup_branch_out_of_range(
+    decoder: Decoder, lookup: int, tokens: int | None, message: str
+) -> None:
+    with pytest.raises(RequestError, match=message):
+        Decoder(decoder.target, decoder.drafter, decoder.tokenizer, lookup=lookup, lookup_tokens=tokens)
+
+
 def test_it_needs_a_drafter_for_speculative_algorithms(decoder: Decoder) -> None:
     with pytest.raises(RequestError, match="needs a drafter"):
         Decoder(decoder.target, None, decoder.tokenizer, algorithm="ddtree")

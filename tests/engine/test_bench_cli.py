@@ -68,9 +68,19 @@ def test_it_benches_ddtree_with_the_lookup_branch(tiny_dirs: tuple[Path, Path], 
     cmd += ["--device", "cpu", "--prompts", "2", "--max-tokens", "24", "--algorithms", "ar,ddtree", "--budgets", "8"]
     run = subprocess.run([*cmd, "--lookup", "3", "--json", str(out)], cwd=ROOT, check=True, capture_output=True,
                          text=True, timeout=120)  # fmt: skip
-    assert "ddtree+lookup3 B=8" in run.stdout
+    assert "ddtree+lookup3:31 B=8" in run.stdout  # n-gram order 3, the default branch of 31 tokens
     ar, ddtree = json.loads(out.read_text())["results"]
-    assert (ar["lookup"], ddtree["lookup"]) == (0, 3) and ddtree["identical_to_ar"] == 2
+    assert (ar["lookup"], ddtree["lookup"], ddtree["lookup_tokens"]) == (0, 3, 31) and ddtree["identical_to_ar"] == 2
+    assert len(ddtree["accept_length_histogram"]) == 32  # a round may commit up to 1 + 31 tokens
+    run = subprocess.run([*cmd, "--lookup", "3", "--lookup-tokens", "5", "--json", str(out)], cwd=ROOT, check=True,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert "ddtree+lookup3:5 B=8" in run.stdout
+    ddtree = json.loads(out.read_text())["results"][1]
+    assert ddtree["lookup_tokens"] == 5 and ddtree["identical_to_ar"] == 2
+    assert len(ddtree["accept_length_histogram"]) == 8  # the drafted block's 8 still bounds it
+    bad = subprocess.run([*cmd, "--lookup", "3", "--lookup-tokens", "64"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    assert bad.returncode == 2 and "lookup_tokens must be in 1..63, got 64" in bad.stderr
 
 
 def test_it_profiles_the_ops_of_a_round(tiny_dirs: tuple[Path, Path], tmp_path: Path) -> None:

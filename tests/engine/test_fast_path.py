@@ -51,12 +51,17 @@ def test_the_tree_attention_switch_generates_the_reference_tokens(decoder: Decod
         assert switched.generate_text(prompts[3], params, algorithm=alg, budget=budget).tokens == want.tokens
 
 
-def test_the_lookup_branch_generates_the_reference_tokens_and_rounds(decoder: Decoder, prompts: list[str]) -> None:
-    ref = Decoder(decoder.target, decoder.drafter, decoder.tokenizer, budget=16, max_context=1024, lookup=3)
-    fast = Decoder(decoder.target, decoder.drafter, decoder.tokenizer, budget=16, max_context=1024, fast=True, lookup=3)
-    assert ref.fast is None and fast.fast is not None and fast.nodes_per_round("ddtree", 16) == 16 + 7
-    params = SamplingParams(max_tokens=48, ignore_eos=True)
-    plain_tau, lookup_tau = 0.0, 0.0
+@pytest.mark.parametrize("lookup_tokens", [None, 7])
+def test_the_lookup_branch_generates_the_reference_tokens_and_rounds(
+    decoder: Decoder, prompts: list[str], lookup_tokens: int | None
+) -> None:
+    kw = {"budget": 16, "max_context": 1024, "lookup": 3, "lookup_tokens": lookup_tokens}
+    ref = Decoder(decoder.target, decoder.drafter, decoder.tokenizer, **kw)  # type: ignore[arg-type]
+    fast = Decoder(decoder.target, decoder.drafter, decoder.tokenizer, fast=True, **kw)  # type: ignore[arg-type]
+    branch = lookup_tokens or 31  # the default, deeper than the drafted tree (7); or as deep as it
+    assert ref.fast is None and fast.fast is not None and fast.nodes_per_round("ddtree", 16) == 16 + branch
+    params = SamplingParams(max_tokens=64, ignore_eos=True)
+    plain_tau, lookup_tau, longest = 0.0, 0.0, 0
     for prompt in prompts[:4]:
         plain = decoder.generate_text(prompt, params, algorithm="ddtree", budget=16)
         for budget in (1, 16):
@@ -65,11 +70,16 @@ def test_the_lookup_branch_generates_the_reference_tokens_and_rounds(decoder: De
             assert want.tokens == plain.tokens  # lossless: the branch changes τ, never the text
             assert got.tokens == want.tokens, budget
             assert got.stats.accept_lengths == want.stats.accept_lengths, budget
+            assert got.stats.accepted_per_depth == want.stats.accepted_per_depth, budget
             assert got.stats.drafted_nodes == want.stats.drafted_nodes, budget
             assert got.stats.budget == want.stats.budget == budget  # the drafter's B; the branch is extra
+            longest = max(longest, *want.stats.accept_lengths)
         plain_tau += plain.stats.tau
         lookup_tau += want.stats.tau
     assert lookup_tau > plain_tau  # the tiny model's greedy text repeats itself: the branch pays
+    assert longest <= 1 + branch
+    if branch > decoder.block_size - 1:  # a branch deeper than the drafted tree: a round commits more than a block
+        assert longest > decoder.block_size
 
 
 def test_it_stops_like_the_reference(decoder: Decoder, fast: Decoder, prompts: list[str]) -> None:
@@ -162,6 +172,18 @@ def test_the_cuda_graphs_generate_the_reference_tokens_in_fp32(tiny_dirs, prompt
             want = ref.generate_text(prompt, params, algorithm="ddtree", budget=budget)
             got = looked.generate_text(prompt, params, algorithm="ddtree", budget=budget)
             assert got.tokens == want.tokens and got.stats.accept_lengths == want.stats.accept_lengths, budget
+    # a branch of 40 tokens, deeper than the drafted tree (the commit kernel's path in chunks)
+    looked = Decoder(reference.target, reference.drafter, reference.tokenizer, max_context=1024, fast=True, lookup=3,
+                     lookup_tokens=40)  # fmt: skip
+    ref = Decoder(reference.target, reference.drafter, reference.tokenizer, max_context=1024, fast=False, lookup=3,
+                  lookup_tokens=40)  # fmt: skip
+    longest = 0
+    for prompt in prompts[:6]:
+        want = ref.generate_text(prompt, params, algorithm="ddtree", budget=16)
+        got = looked.generate_text(prompt, params, algorithm="ddtree", budget=16)
+        assert got.tokens == want.tokens and got.stats.accept_lengths == want.stats.accept_lengths
+        longest = max(longest, *want.stats.accept_lengths)
+    assert longest > 16, "no round went past the first chunk of the commit kernel's path"
 
 
 @cuda

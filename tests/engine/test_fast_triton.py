@@ -29,7 +29,7 @@ device = sys.argv[1]
 # (2, 600, 8): the vocabulary top-K's last chunk (ids 768-1023) lies wholly past the vocabulary
 cases = [(1, 50, 1), (3, 300, 5), (6, 200, 16), (2, 40, 64), (4, 120, 30), (2, 600, 8)] if device == "cpu" else \\
     [(15, 4096, b) for b in (16, 32, 64, 128, 256)] + [(7, 1000, 100)]
-added = 0
+added = reused = 0
 for seed, (depth, vocab, budget) in enumerate(cases):
     g = torch.Generator().manual_seed(seed)
     logits = (torch.randn(depth, vocab, generator=g) * 3).to(device)
@@ -55,9 +55,11 @@ for seed, (depth, vocab, budget) in enumerate(cases):
             return sum(torch.tensor(score[1:], dtype=torch.float64).exp().tolist())
         assert abs(mass(got) - mass(want)) <= 1e-6 * mass(want), seed
         assert torch.equal(got.visible, tree_ops.ancestors(got.parents, depth)), seed
-    # The context-lookup branch: buffers with `depth` slots after the B nodes, a text that repeats
-    # (several 1024-token search chunks on the GPU), against tree_ops.graft on the same built tree.
-    n = budget + 1 + depth
+    # The context-lookup branch: buffers with `depth` slots after the B nodes (or more: a branch deeper
+    # than the drafted tree), a text that repeats (several 1024-token search chunks on the GPU),
+    # against tree_ops.graft on the same built tree.
+    slots = depth if seed % 2 == 0 else 2 * depth + 3
+    n = budget + 1 + slots
     out = tree_ops.DeviceTree(*(torch.full((n,), 7, device=device) for _ in range(3)),
                               torch.ones(n, n, dtype=torch.bool, device=device))
     packed = torch.zeros(n, (n + 31) // 32, dtype=torch.int32, device=device)
@@ -69,14 +71,16 @@ for seed, (depth, vocab, budget) in enumerate(cases):
     text[-1] = 9  # the root (the bonus) is the text's last token
     hist = torch.cat([text, torch.full((40,), 77)]).to(device)
     last, ngram = torch.tensor([text.shape[0] - 1], device=device), 1 + seed % 3
-    chain = tree_ops.context_chain(hist, last, ngram, depth)
+    chain = tree_ops.context_chain(hist, last, ngram, slots)
     tree_ops.graft(want, chain)
     tt.graft(hist, last, ngram)
     for name in ("tokens", "parents", "depths", "visible"):
         assert torch.equal(getattr(out, name), getattr(want, name)), (seed, name, "graft")
     assert torch.equal(packed, pack_tree_mask(out.visible)), (seed, "graft")
-    added += int((out.tokens[budget + 1 :] >= 0).sum())
-assert added > 0, "no lookup branch added a node"
+    new = int((out.tokens[budget + 1 :] >= 0).sum())
+    added += new
+    reused += int(chain[0] >= 0 and new < slots)  # the branch ran along drafted nodes first
+assert added > 0 and reused > 0, ("no lookup branch added a node or reused one", added, reused)
 print("ok", len(cases))
 """
 
@@ -181,18 +185,30 @@ for prompt in ("class Stack:\\n    def push(self, x):\\n",):  # interpreted kern
         assert got.tokens == want.tokens, (alg, budget, got.tokens, want.tokens)
         assert got.stats.accept_lengths == want.stats.accept_lengths, (alg, budget)
 assert fast.triton_trees, "the Triton tree build did not run"
-# ddtree with the context-lookup branch (the Triton graft after the build): the reference's rounds
-looked = Decoder(dec.target, dec.drafter, dec.tokenizer, budget=12, max_context=1024, fast=True, lookup=2)
+print("ok path")
+"""
+
+
+# ddtree with the context-lookup branch (the Triton graft after the build): the reference's rounds.
+# A script of its own: each round's interpreted vocabulary top-K takes ~45 s on the CPU machine.
+LOOKUP_PATH_CHECK = """
+from engine.decode import Decoder
+from engine.runtime import MODELS_DIR, load_decoder
+from engine.sampling import SamplingParams
+dec = load_decoder(MODELS_DIR / "tiny" / "target", MODELS_DIR / "tiny" / "draft", device="cpu", dtype="float32")
+# (a branch of 9 tokens, deeper than the drafted tree's 7: rounds may commit more than a block)
+looked = Decoder(dec.target, dec.drafter, dec.tokenizer, budget=12, max_context=1024, fast=True, lookup=2,
+                 lookup_tokens=9)
 for fused in (looked.fast.fused_target, looked.fast.fused_drafter):
     fused.triton = fused.triton_mlp = True
 looked.fast.use_triton_tree = looked.fast.triton_commit = looked.fast.tree_attention = looked.fast.draft_kernel = True
-ref = Decoder(dec.target, dec.drafter, dec.tokenizer, budget=12, max_context=1024, lookup=2)
+ref = Decoder(dec.target, dec.drafter, dec.tokenizer, budget=12, max_context=1024, lookup=2, lookup_tokens=9)
 prompt = "    def push(self, x):\\n        self.items.append(x)\\n    def pop(self):\\n"
-want = ref.generate_text(prompt, SamplingParams(max_tokens=24, ignore_eos=True), algorithm="ddtree", budget=12)
-got = looked.generate_text(prompt, SamplingParams(max_tokens=24, ignore_eos=True), algorithm="ddtree", budget=12)
+want = ref.generate_text(prompt, SamplingParams(max_tokens=12, ignore_eos=True), algorithm="ddtree", budget=12)
+got = looked.generate_text(prompt, SamplingParams(max_tokens=12, ignore_eos=True), algorithm="ddtree", budget=12)
 assert got.tokens == want.tokens and got.stats.accept_lengths == want.stats.accept_lengths, "lookup"
 assert got.stats.drafted_nodes == want.stats.drafted_nodes, "lookup"
-print("ok path")
+print("ok lookup path")
 """
 
 
@@ -202,51 +218,59 @@ from engine.fast import tree_ops
 from engine.fast.commit_triton import commit
 device = sys.argv[1]
 random.seed(0)
-block, layers, rows, kvh, hd, width = 16, 3, 200, 2, 64, 96
-lengths = []
-for seed, budget in enumerate([1, 4, 16, 40, 64, 100, 8, 30]):
+layers, rows, kvh, hd, width = 3, 200, 2, 64, 96
+lengths = {}
+# (block, span): paths as long as a block, and longer ones (a lookup branch deeper than the drafted
+# tree: the kernel moves the path in chunks of 16 rows)
+cases = [(16, 16, b) for b in (1, 4, 16, 40, 64, 100, 8, 30)] + [(8, 32, b) for b in (40, 64, 100, 120)]
+for seed, (block, span, budget) in enumerate(cases):
     g = torch.Generator().manual_seed(seed)
-    logits = (torch.randn(15, 60, generator=g) * 6).to(device)
+    logits = torch.randn(span - 1, 60, generator=g) * 6
+    if span > block:  # one sure token per depth: the tree holds a chain as deep as the span
+        logits[torch.arange(span - 1), torch.randint(0, 60, (span - 1,), generator=g)] += 40
+    logits = logits.to(device)
     top = torch.log_softmax(logits, -1).topk(min(budget, 60))
-    plan = tree_ops.TreePlan(budget, min(budget, 60), 15, device)
+    plan = tree_ops.TreePlan(budget, min(budget, 60), span - 1, device)
     tree = tree_ops.build_tree(plan, torch.tensor([5], device=device), top.indices, top.values)
     t, tok, par = budget + 1, tree.tokens.tolist(), tree.parents.tolist()
     choices = torch.randint(0, 60, (t,), generator=g)
     for i in range(t):  # the target usually picks one of the node's children
         kids = [tok[c] for c in range(1, t) if par[c] == i and tok[c] >= 0]
-        if kids and random.random() < 0.8:
+        if kids and random.random() < (0.8 if span == block else 0.97):
             choices[i] = random.choice(kids)
     choices = choices.to(device)
     kv = torch.randn(layers, 2, rows, kvh, hd, device=device)
     tfeats = torch.randn(t, width, device=device)
     start = torch.tensor([random.randrange(100)], device=device)
     want_kv = kv.clone()
-    w = tree_ops.walk(tree, choices, block)
+    w = tree_ops.walk(tree, choices, span)
     tree_ops.compact(want_kv, start, w.path)
     n = int(w.count)
-    got_kv, feats = kv.clone(), torch.zeros(block, width, device=device)
-    result, st = torch.zeros(block + 3, dtype=torch.long, device=device), start.clone()
+    got_kv, feats = kv.clone(), torch.zeros(span, width, device=device)
+    result, st = torch.zeros(span + 3, dtype=torch.long, device=device), start.clone()
     bonus, n_new = torch.zeros(1, dtype=torch.long, device=device), torch.zeros(1, dtype=torch.long, device=device)
     block_ids = torch.full((block,), 3, device=device)
-    draft_in = torch.zeros(2 * block + 1, dtype=torch.long, device=device)
+    draft_in = torch.zeros(block + span + 1, dtype=torch.long, device=device)
     hist = torch.full((rows,), 77, dtype=torch.long, device=device)
-    commit(tree.tokens, tree.parents, choices, tfeats, got_kv, feats, result, st, bonus, n_new, block_ids, draft_in,
-           hist, block)
+    commit(tree.tokens, tree.parents, tree.depths, choices, tfeats, got_kv, feats, result, st, bonus, n_new, block_ids,
+           draft_in, hist, block)
     end = int(start) + n
-    j = torch.arange(block, device=device)  # the next draft's inputs: block at end + j, new context at start + j
-    assert torch.equal(draft_in, torch.cat([end + j, int(start) + j, torch.tensor([end + block], device=device)]))
+    j = torch.arange(span, device=device)  # the next draft's inputs: block at end + j, new context at start + j
+    want_in = torch.cat([end + j[:block], int(start) + j, torch.tensor([end + block], device=device)])
+    assert torch.equal(draft_in, want_in), seed
     assert block_ids.tolist() == [int(w.bonus)] + [3] * (block - 1), seed
     assert torch.equal(got_kv[:, :, :end], want_kv[:, :, :end]), seed
     assert torch.equal(feats[:n], tfeats[w.path][:n]), seed
     assert result[0] == n and torch.equal(result[1 : 1 + n], tree.tokens[w.path][:n]), seed
-    assert result[block + 1] == w.bonus[0] and result[block + 2] == (tree.tokens[1:] >= 0).sum(), seed
+    assert result[span + 1] == w.bonus[0] and result[span + 2] == (tree.tokens[1:] >= 0).sum(), seed
     assert int(st) == end and int(bonus) == int(w.bonus) and int(n_new) == n, seed
     s0 = int(start)  # the text: the accepted tokens, then the bonus; nothing else written
     assert torch.equal(hist[s0:end], tree.tokens[w.path][:n]) and int(hist[end]) == int(w.bonus), seed
     assert (hist[:s0] == 77).all() and (hist[end + 1 :] == 77).all(), seed
-    lengths.append(n)
-assert max(lengths) >= 4, lengths  # the walks went deep, not just the root
+    lengths.setdefault(span, []).append(n)
+assert max(lengths[16]) >= 4 and max(lengths[32]) > 16, lengths  # the walks went deep, past one chunk
 from engine.fast.commit_triton import commit_one  # ar's commit
+block = 16
 result, st = torch.zeros(block + 3, dtype=torch.long, device=device), torch.tensor([5], device=device)
 bonus, choice = torch.tensor([3], device=device), torch.zeros(1, dtype=torch.long, device=device)
 logits = torch.full((1, 1000), -1.0, device=device)
@@ -314,7 +338,7 @@ print("ok pdl")
 def run_check(device: str, env: dict[str, str], script: str = CHECK) -> str:
     run = subprocess.run(
         [sys.executable, "-c", script, device], cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True,
-        timeout=600,
+        timeout=900,  # the interpreted fast path: ~8 minutes alone on the 2-core CPU machine
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     return run.stdout
@@ -340,6 +364,11 @@ def test_the_compiled_layer_kernels_match_the_pytorch_ops_on_the_gpu() -> None:
 
 def test_the_fast_path_with_every_kernel_interpreted_generates_the_reference_tokens() -> None:
     assert "ok path" in run_check("cpu", {"TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1"}, PATH_CHECK)
+
+
+def test_the_fast_path_with_every_kernel_interpreted_generates_the_reference_tokens_with_a_lookup_branch() -> None:
+    env = {"TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1"}
+    assert "ok lookup path" in run_check("cpu", env, LOOKUP_PATH_CHECK)
 
 
 def test_the_interpreted_commit_kernel_matches_walk_and_compaction() -> None:

@@ -14,6 +14,7 @@ def test_it_reports_version_models_hashes_and_settings(http: httpx.Client) -> No
     assert info["model"]["name"] == "tiny" and re.fullmatch(r"[0-9a-f]{64}", info["model"]["sha256"])
     assert re.fullmatch(r"[0-9a-f]{64}", info["draft"]["sha256"])
     assert info["algorithm"] == "ddtree" and info["budget"] == 32 and info["block_size"] >= 2 and info["lookup"] == 0
+    assert info["lookup_tokens"] is None  # no branch, so no length
     assert info["dtype"] == "float32" and info["device"] == "cpu" and info["max_context"] == 4096
     assert "draft_window" in info and "page_size" in info
 

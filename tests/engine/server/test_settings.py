@@ -32,6 +32,9 @@ def test_it_lets_the_flag_win_over_the_environment() -> None:
               {"ENGINE_BUDGET": "64", "ENGINE_PORT": "9", "ENGINE_LOOKUP": "2"})
     assert (c.budget, c.port, c.lookup) == (5, 31001, 3)
     assert parse(["--model", f"{TINY}/target"], {"ENGINE_LOOKUP": "2"}).lookup == 2
+    assert parse(["--model", f"{TINY}/target"], {}).lookup_tokens is None  # the engine's default
+    c = parse(["--model", f"{TINY}/target", "--lookup-tokens", "20"], {"ENGINE_LOOKUP_TOKENS": "9"})
+    assert c.lookup_tokens == 20 and parse([], {"ENGINE_LOOKUP_TOKENS": "9"}).lookup_tokens == 9
 
 
 def test_it_names_the_variable_of_a_bad_value() -> None:
