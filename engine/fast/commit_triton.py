@@ -2,10 +2,10 @@
 
 One program: the greedy walk (a node is accepted when its token and all its ancestors' are their
 parents' choices: ancestors by pointer doubling, log2(span) gathers over the T nodes instead of one
-step per depth; span = the longest path, a block or a longer lookup branch), then the result row for the host
-(accepted count, accepted tokens, next bonus, live node count), the accepted nodes' target features
-for the drafter, the KV compaction of every layer (rows start + path[j] → start + j: all of a
-layer's rows are loaded before any is stored, so overlapping moves are safe), and the state update
+step per depth; span = the longest path, a block or a longer lookup branch), then the result row
+for the host (accepted count, accepted tokens, next bonus, live node count), the accepted nodes'
+target features for the drafter, the KV compaction of every layer (rows start + path[j] → start + j,
+16 path rows at a time, in order: see the kernel for why overlapping moves are safe), and the state update
 (start += count, the new bonus) with the next draft pass's inputs (block positions, context
 positions, the block's end row, the bonus as the block's first id). Same results as
 `tree_ops.walk` + `tree_ops.compact` + the PyTorch commit in `path.py`, which stays the CPU path

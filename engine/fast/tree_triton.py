@@ -213,8 +213,8 @@ def _graft_kernel(
     """One program: the latest longest earlier match of the text's last NGRAM tokens (hist[start] is the
     bonus), then its continuation grafted onto the tree as `tree_ops.graft` does, without a step per
     depth: a drafted node is on the branch when its token and all its ancestors' are the
-    continuation's at their depths (ancestors by pointer doubling, LOG gathers for a tree DEPTH
-    deep); below the deepest such node the branch's new nodes are a run of slots (a new node has no
+    continuation's at their depths (ancestors by pointer doubling: LOG gathers, 2^LOG levels, more than the
+    drafted depth); below the deepest such node the branch's new nodes are a run of slots (a new node has no
     children yet, so every later one is new too), written as one vector, all L slots in one pass."""
     pdl.gdc(GDC)
     last = tl.load(start)
