@@ -130,9 +130,8 @@ def run_bench(
     reference: dict[int, list[int]] = {}
     rows = []
     for alg, budget in configs:
-        looked = alg == "ddtree" and decoder.lookup > 0
         row = BenchRow(alg, budget, context, max_tokens)
-        if looked:
+        if alg == "ddtree" and decoder.lookup:
             row.lookup, row.lookup_tokens = decoder.lookup, decoder.lookup_tokens
         for i, prompt in enumerate(prompts):
             params = SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=i, ignore_eos=True)

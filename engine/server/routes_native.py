@@ -60,7 +60,7 @@ async def server_info(request: Request) -> dict[str, Any]:
         "algorithm": c.algorithm,
         "budget": d.budget if d is not None else c.budget,
         "lookup": d.lookup if d is not None else c.lookup,
-        "lookup_tokens": (d.lookup_tokens if d.lookup else None) if d is not None else c.lookup_tokens,
+        "lookup_tokens": c.lookup_tokens if d is None else d.lookup_tokens if d.lookup else None,
         "block_size": d.block_size if d is not None else c.block_size,
         "draft_window": d.draft_window if d is not None else c.draft_window_size,
         "dtype": str(d.dtype).removeprefix("torch.") if d is not None else c.dtype,
