@@ -5,14 +5,15 @@ token, the features of the last committed tokens, both K/V caches), so a round n
 from the host: its stages are replayed back to back and the host reads one small result tensor
 (accepted count, accepted tokens, next bonus) — the round's only device-to-host copy.
 
-Stages and their graphs (one per shape; `keys` is the attention span rounded up to `BUCKET`):
+Stages (their keys name a shape; `keys` is the attention span rounded up to `BUCKET`):
   draft       ("draft", keys)          drafter pass over [b, MASK…] + new context, LM head on L rows
   tree_build  ("tree", alg, B, K)      log-softmax, top-K per depth, the tree on the device
   verify      ("verify", T, keys)      target pass over the T = 1 + B nodes, LM head, argmax
   commit      ("commit", T)            walk, KV compaction over all layers, state update
-`ar` runs verify + commit as one graph ("ar", keys, steps), `steps` (≤ AR_STEPS) times over, each
-step's result in its own row. Stage times come from CUDA events recorded between the
-replays and are read once, after the generation (no extra synchronisation per round).
+`ar` runs verify + commit as one stage ("ar", keys, steps), `steps` (≤ AR_STEPS) times over, each
+step's result in its own row. A round — its stages, timing events between them and the copy of its
+result rows to the host — is one CUDA graph, keyed by its stages' keys and its host slot: one graph
+launch per round instead of one per stage (each launch left the GPU idle for a few µs).
 """
 
 from __future__ import annotations
@@ -81,30 +82,33 @@ class Graphs:
 
 
 class Clock:
-    """Stage boundaries: CUDA events on the GPU (read after the generation), host time on the CPU."""
+    """A round's stage boundaries: CUDA timing events recorded inside the round's graph, or host times
+    on the CPU. A graph re-records its own events on every replay, so each graph key has its own set
+    and a round's times are read right after its result, before its graph (same slot) runs again."""
 
     def __init__(self, cuda: bool) -> None:
         self.cuda = cuda
-        self.events: list[torch.cuda.Event] = []
-        self.used = 0
+        self.sets: dict[tuple, list[torch.cuda.Event]] = {}
 
-    def reset(self) -> None:
-        self.used = 0
-
-    def mark(self) -> object:
+    def marks(self, key: tuple, n: int) -> list:
+        """Where a round of graph `key` puts its n boundaries (a fresh list for host times)."""
         if not self.cuda:
-            return time.perf_counter()
-        if self.used == len(self.events):
-            self.events.append(torch.cuda.Event(enable_timing=True))
-        event = self.events[self.used]
-        self.used += 1
-        event.record()
-        return event
+            return []
+        if key not in self.sets:  # external: recorded as event nodes of the graph, timed on every replay
+            self.sets[key] = [torch.cuda.Event(enable_timing=True, external=True) for _ in range(n)]
+        return self.sets[key]
 
-    def seconds(self, a: object, b: object) -> float:
+    def mark(self, marks: list, i: int) -> None:
         if self.cuda:
-            return a.elapsed_time(b) / 1e3  # type: ignore[attr-defined]
-        return b - a  # type: ignore[operator]
+            marks[i].record()
+        else:
+            marks.append(time.perf_counter())
+
+    def seconds(self, marks: list) -> list[float]:
+        """The stages' durations, once the round is done."""
+        if self.cuda:
+            return [a.elapsed_time(b) / 1e3 for a, b in zip(marks, marks[1:], strict=False)]
+        return [b - a for a, b in zip(marks, marks[1:], strict=False)]
 
 
 class TreeBuffers:
@@ -432,15 +436,22 @@ class FastPath:
             (("commit", t), lambda: self._commit(t)),
         ]
 
-    def _queue_round(self, algorithm: str, budget: int, k: int, start: int, slot: int, steps: int) -> list[object]:
-        """Launch one round's stages (start: the committed length, or an upper bound of it; steps: ar's
-        steps in the round) and the copy of its result rows to host slot `slot`; return the stage marks."""
-        marks = []
-        for key, fn in self._round_stages(algorithm, budget, k, start, steps):
-            marks.append(self.clock.mark())
-            self.graphs.run(key, fn)
-        marks.append(self.clock.mark())
-        self.host[slot, :steps].copy_(self.result[:steps], non_blocking=True)
+    def _queue_round(self, algorithm: str, budget: int, k: int, start: int, slot: int, steps: int) -> list:
+        """Launch one round (start: the committed length, or an upper bound of it; steps: ar's steps in
+        the round) as one graph that ends by copying its result rows to host slot `slot`; return its stage
+        marks (read them with `Clock.seconds` once the slot is read, before the next round of that slot)."""
+        stages = self._round_stages(algorithm, budget, k, start, steps)
+        key = (*(key for key, _ in stages), slot)
+        marks = self.clock.marks(key, len(stages) + 1)
+
+        def run() -> None:
+            for i, (_, fn) in enumerate(stages):
+                self.clock.mark(marks, i)
+                fn()
+            self.clock.mark(marks, len(stages))
+            self.host[slot, :steps].copy_(self.result[:steps], non_blocking=True)
+
+        self.graphs.run(key, run)
         if self.copied:
             self.copied[slot].record()
         return marks
@@ -485,17 +496,19 @@ class FastPath:
         stats.prefill_seconds = t1 - t0
 
         out = [bonus]
-        rounds: list[tuple[int, int, list[object], int]] = []  # (tree size, accepted count, stage marks, steps)
-        self.clock.reset()
+        rounds: list[tuple[int, int, list[float], int]] = []  # (tree size, accepted count, stage seconds, steps)
         # On CUDA the next round is queued before this one's result is read (its key bucket from an upper
         # bound on the context: a round commits at most `span` tokens, an ar round its steps), so the
         # GPU never waits for the host's reading of a result, the stop checks or the progress callback.
-        # Queued only while the generation cannot have ended yet (every round commits at least one
-        # token, an ar round one per step); ar rounds take as many steps as surely fit, up to AR_STEPS.
+        # Queued only while surely needed: max_tokens is not reached even if every queued round commits
+        # its most (only an EOS or a stop string can end the generation before it). A round queued past
+        # the end would be a whole round of GPU work wasted per generation (~4 % of a 200-token ddtree
+        # one on the H200), which the next request waits for. ar rounds take as many steps as surely
+        # fit, up to AR_STEPS.
         limit = min(params.max_tokens, dec.max_context - n)
         ahead = self.lookahead
         most_steps = AR_STEPS if algorithm == "ar" else 1
-        queued: list[tuple[int, int, list[object]]] = []  # (host slot, steps, stage marks), oldest first
+        queued: list[tuple[int, int, list]] = []  # (host slot, steps, stage marks), oldest first
         rounds_queued = 0
         finish = dec._finish(out, params, n)
         while True:
@@ -503,27 +516,29 @@ class FastPath:
             if finish is not None:
                 break
             while len(queued) <= ahead:
-                room = limit - len(out) - sum(q[1] for q in queued)
+                most = sum(q[1] if algorithm == "ar" else self.span for q in queued)  # tokens queued rounds may commit
+                room = limit - len(out) - most
                 if queued and room <= 0:
                     break
                 steps = 1 << (min(most_steps, max(room, 1)).bit_length() - 1)  # a power of two: few graphs
-                bound = n + len(out) - 1 + sum(q[1] if algorithm == "ar" else self.span for q in queued)
+                bound = n + len(out) - 1 + most
                 slot = rounds_queued % 2
                 queued.append((slot, steps, self._queue_round(algorithm, budget, k, bound, slot, steps)))
                 rounds_queued += 1
             slot, steps, marks = queued.pop(0)
-            for res in self._read(slot, steps):  # an ar round's steps past the end are dropped
+            results = self._read(slot, steps)
+            seconds = self.clock.seconds(marks)
+            for res in results:  # an ar round's steps past the end are dropped
                 count, bonus = res[0], res[self.span + 1]
                 out += res[2 : 1 + count] + [bonus]
-                rounds.append((res[self.span + 2] if speculative else 0, count, marks, steps))
+                rounds.append((res[self.span + 2] if speculative else 0, count, seconds, steps))
                 finish = dec._finish(out, params, n)
                 if finish is not None:
                     break
         stats.decode_seconds = dec._sync() - t1
         names = ("verify",) if algorithm == "ar" else ("draft", "tree_build", "verify", "commit")
-        for size, count, marks, steps in rounds:  # an ar round's steps share its time
-            seconds = [self.clock.seconds(a, b) / steps for a, b in zip(marks, marks[1:], strict=False)]
-            spans = dict(zip(names, seconds, strict=True))
+        for size, count, seconds, steps in rounds:  # an ar round's steps share its time
+            spans = dict(zip(names, (s / steps for s in seconds), strict=True))
             stage = tuple(spans.get(s, 0.0) for s in ("draft", "tree_build", "verify", "commit"))
             stats.record_round(size, list(range(1, count)), stage)
         return dec._generation(finish, params, n, stats)

@@ -4,9 +4,11 @@ The reference (`engine.tree.build_tree`) pops a heap on the host. Here the same 
 probable prefixes, is found depth by depth with no host round trip:
   - a node at depth d is among the overall top B only if it is among the top B at depth d, and
     its parent is then among the top B at depth d − 1 (a child never outranks its parent);
-  - the child of rank r of the parent at position p (parents sorted best first) is beaten by the
-    (p + 1)(r + 1) − 1 pairs (p' ≤ p, r' ≤ r), so only the ~B·ln B pairs with (p + 1)(r + 1) ≤ B
-    can enter; that static pair list (`TreePlan`) keeps every step a fixed-size gather + top-k;
+  - the child of rank r of the parent at position p (parents sorted best first) ranks after the
+    (p + 1)(r + 1) − 1 pairs (p' ≤ p, r' ≤ r) and after their p + 1 parents (a child never
+    outranks its parent), so only the pairs with (p + 1)(r + 2) ≤ B (216 for B = 64) can enter; that
+    static pair list (`TreePlan`) keeps every step a fixed-size gather + top-k (dropping a pair that
+    cannot enter leaves the overall top B as it is: the survivors it displaces cannot enter either);
   - the L·B survivors are merged by one stable sort (best first, shallower first on ties), which
     is the heap's pop order whenever scores differ (on exact ties the heap compares rank tuples).
 Scores are float64 sums of the float32 log-probabilities, as in the reference, so equal inputs
@@ -28,9 +30,15 @@ class TreePlan:
         if budget < 1 or k < 1 or depth_limit < 1:
             raise ValueError(f"tree plan needs budget, k, depth >= 1 (got {budget}, {k}, {depth_limit})")
         self.budget, self.k, self.depth_limit = budget, k, depth_limit
-        pairs = [(p, r) for p in range(budget) for r in range(min(k, budget // (p + 1)))]
+        # (p + 1)(r + 2) ≤ B, not (p + 1)(r + 1) ≤ B: 216 pairs instead of 280 for B = 64, which keeps
+        # the Triton depth loop's top-k at 256 candidates instead of 512.
+        pairs = [(p, r) for p in range(budget) for r in range(min(k, budget // (p + 1) - 1))]
+        self.pairs = len(pairs)
+        # Padded with pairs of −inf children to at least B, so every depth keeps B survivors.
+        pairs += [(0, 0)] * (budget - len(pairs))
         self.parent_pos = torch.tensor([p for p, _ in pairs], dtype=torch.long, device=device)
         self.rank = torch.tensor([r for _, r in pairs], dtype=torch.long, device=device)
+        self.pair_valid = torch.arange(len(pairs), device=device) < self.pairs
         first = torch.arange(budget, device=device)
         self.first_rank = first.clamp(max=k - 1)
         self.first_valid = first < k
@@ -52,7 +60,8 @@ def build_tree(plan: TreePlan, root: Tensor, top_ids: Tensor, top_logprobs: Tens
     neg_inf = torch.full((), float("-inf"), dtype=lp.dtype, device=lp.device)  # no host copy: capturable
     score = torch.where(plan.first_valid, lp[0, plan.first_rank], neg_inf)
     scores, ranks, parent_pos = [score], [plan.first_rank], [torch.zeros_like(plan.first_rank)]
-    child_lp = lp[:, plan.rank]  # [L, C]: log-prob of each candidate pair's child, per depth
+    # [L, C]: log-prob of each candidate pair's child, per depth (−inf for the padding)
+    child_lp = torch.where(plan.pair_valid, lp[:, plan.rank], neg_inf)
     for d in range(1, depth_limit):
         cand = score[plan.parent_pos] + child_lp[d]
         # One small sort is one kernel on the GPU; topk would be a radix select plus a sort.

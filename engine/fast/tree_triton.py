@@ -284,9 +284,10 @@ def _graft_shape(n: int) -> tuple[int, int]:
 
 
 def _depth_warps(budget: int) -> int:
-    # The depth loop's program alone on the H200 (µs): B = 32: 15.7 on 4 warps, 17.1 on 8; B = 64:
-    # 37.2 on 8, 34.7 on 16; B = 256: 259 on 8, 203 on 16 (more threads share the wider top-k).
-    return 4 if budget <= 32 else 16
+    # The whole build on the H200 (µs, `TreePlan`'s (p + 1)(r + 2) ≤ B pairs, on 2 / 4 / 8 / 16 warps):
+    # B = 16: 18.0 / 17.3 / 18.6 / 20.3; B = 32: 28.0 / 23.2 / 24.8 / 27.7; B = 64 (256 candidates):
+    # 57.7 / 42.7 / 37.1 / 42.2; B = 128 (1024): 190 / 140 / 103 / 98.6 (more threads share the wider top-k).
+    return 4 if budget <= 32 else 8 if budget <= 64 else 16
 
 
 class TritonTree:
@@ -345,10 +346,10 @@ class TritonTree:
             self.chunk_keys, self.chunk_max, self.chunk_sum, self.top_lp, self.top_ids, k, S=chunks, KP=kp,
             N=chunks * ch, num_warps=4, **launch,
         )  # fmt: skip
-        c = self.pair_parent.shape[0]
+        c = p.pairs  # (the padding past them is masked to −inf in the kernel)
         _depths_kernel[(1,)](
             self.top_lp, self.pair_parent, self.pair_rank, self.score, self.pick, self.order, depth, k, c,
-            B=b, BP=_pow2(b), CP=_pow2(c), NP=_pow2(depth * b), num_warps=_depth_warps(b), **launch,
+            B=b, BP=_pow2(b), CP=_pow2(max(c, b)), NP=_pow2(depth * b), num_warps=_depth_warps(b), **launch,
         )  # fmt: skip
         _node_of_kernel[(1,)](self.order, self.node_of, B=b, BP=_pow2(b), num_warps=4, **launch)
         out = self.out

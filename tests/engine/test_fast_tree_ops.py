@@ -59,6 +59,30 @@ def test_it_builds_the_reference_tree_on_random_drafts(seed: int) -> None:
     assert_same_tree(device_tree(1, ids, lps, budget), want)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_the_pair_list_leaves_the_tree_as_every_pair_builds_it_when_scores_tie(seed: int) -> None:
+    # Log-probabilities on a coarse grid tie often, within a depth and across depths. (The heap
+    # breaks exact ties by other rules, so the reference is the same build over every pair.)
+    rng = np.random.default_rng(100 + seed)
+    depth, vocab = 6, 12
+    for budget in (2, 5, 16, 33, 64, 80):
+        k = min(budget, vocab)
+        lps = -torch.tensor(rng.integers(0, 4, size=(depth, k)), dtype=torch.float32).sort(-1).values / 2
+        ids = torch.tensor(np.stack([rng.permutation(vocab)[:k] for _ in range(depth)]))
+        plan = tree_ops.TreePlan(budget, k, depth, "cpu")
+        every = tree_ops.TreePlan(budget, k, depth, "cpu")
+        every.parent_pos = torch.arange(budget).repeat_interleave(k)
+        every.rank = torch.arange(k).repeat(budget)
+        every.pairs = budget * k
+        every.pair_valid = torch.ones(budget * k, dtype=torch.bool)
+        assert plan.pairs < every.pairs
+        got = tree_ops.build_tree(plan, torch.tensor([1]), ids, lps)
+        want = tree_ops.build_tree(every, torch.tensor([1]), ids, lps)
+        for a, b in zip((got.tokens, got.parents, got.depths, got.visible), (want.tokens, want.parents, want.depths,
+                                                                              want.visible), strict=True):
+            assert torch.equal(a, b), budget
+
+
 def test_a_certain_draft_keeps_parents_before_children() -> None:
     # log-probability 0 (probability 1 in float32) ties a child with its parent.
     ids = torch.tensor([[4, 5], [6, 7], [8, 9]])
