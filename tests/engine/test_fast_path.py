@@ -7,6 +7,8 @@ graphs in fp32 against the reference on the same device.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
@@ -120,6 +122,35 @@ def test_a_round_queued_ahead_changes_nothing(decoder: Decoder, prompts: list[st
             assert (got.tokens, got.finish_reason) == (want.tokens, want.finish_reason), (alg, params)
             assert got.stats.accept_lengths == want.stats.accept_lengths, (alg, params)
     assert want.finish_reason == "length" and len(want.tokens) < 500  # the last case did hit max_context
+
+
+def test_rounds_are_queued_ahead_only_when_surely_needed(decoder: Decoder, prompts: list[str]) -> None:
+    # A round queued past max_tokens would be GPU work nobody reads, which the next request waits for:
+    # queued ahead only while max_tokens stays out of reach even if every queued round commits its most.
+    ahead = Decoder(decoder.target, decoder.drafter, decoder.tokenizer, budget=16, max_context=512, fast=True)
+    assert ahead.fast is not None
+    ahead.fast.lookahead = 1
+    launched: list[int] = []
+    queued_at_read: list[int] = []
+    queue, read = ahead.fast._queue_round, ahead.fast._read
+
+    def spy_queue(*args, **kwargs):  # type: ignore[no-untyped-def]
+        launched.append(1)
+        return queue(*args, **kwargs)
+
+    def spy_read(*args, **kwargs):  # type: ignore[no-untyped-def]
+        queued_at_read.append(len(launched))
+        return read(*args, **kwargs)
+
+    ahead.fast._queue_round, ahead.fast._read = spy_queue, spy_read  # type: ignore[method-assign]
+    for (alg, budget), prompt, most in itertools.product([("dflash", 0), ("ddtree", 16)], prompts[:2], (30, 47)):
+        launched.clear()
+        queued_at_read.clear()
+        params = SamplingParams(max_tokens=most, ignore_eos=True)
+        g = ahead.generate_text(prompt, params, algorithm=alg, budget=budget)
+        assert len(g.tokens) == most
+        assert queued_at_read[0] == 2, alg  # the second round was queued before the first was read
+        assert len(launched) == g.stats.rounds, (alg, most)  # and none past the end
 
 
 def test_ar_runs_several_steps_per_round_and_none_past_max_tokens(fast: Decoder, prompts: list[str]) -> None:

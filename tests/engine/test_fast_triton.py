@@ -190,7 +190,7 @@ print("ok path")
 
 
 # ddtree with the context-lookup branch (the Triton graft after the build): the reference's rounds.
-# A script of its own: each round's interpreted vocabulary top-K takes ~45 s on the CPU machine.
+# A script of its own: each ddtree round's interpreted tree build takes 15–30 s on the CPU machine.
 LOOKUP_PATH_CHECK = """
 from engine.decode import Decoder
 from engine.runtime import MODELS_DIR, load_decoder
@@ -338,7 +338,7 @@ print("ok pdl")
 def run_check(device: str, env: dict[str, str], script: str = CHECK) -> str:
     run = subprocess.run(
         [sys.executable, "-c", script, device], cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True,
-        timeout=900,  # the interpreted fast path: ~8 minutes alone on the 2-core CPU machine
+        timeout=900,  # the interpreted fast path: 2.5 minutes alone on the 2-core CPU machine, more under load
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     return run.stdout
