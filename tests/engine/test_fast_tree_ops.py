@@ -78,9 +78,8 @@ def test_the_pair_list_leaves_the_tree_as_every_pair_builds_it_when_scores_tie(s
         assert plan.pairs < every.pairs
         got = tree_ops.build_tree(plan, torch.tensor([1]), ids, lps)
         want = tree_ops.build_tree(every, torch.tensor([1]), ids, lps)
-        for a, b in zip((got.tokens, got.parents, got.depths, got.visible), (want.tokens, want.parents, want.depths,
-                                                                              want.visible), strict=True):
-            assert torch.equal(a, b), budget
+        for field in ("tokens", "parents", "depths", "visible"):
+            assert torch.equal(getattr(got, field), getattr(want, field)), (budget, field)
 
 
 def test_a_certain_draft_keeps_parents_before_children() -> None:
