@@ -125,10 +125,12 @@ def stream_check(session: ProbeSession, builder: PromptBuilder, context: int, ma
                  two_point_tps: float | None) -> tuple[Measurement, dict[str, object]]:
     """The last N2 request at `context`, streamed again: its rate, inter-chunk gaps and tokens per chunk.
 
-    At T = 0 the streamed twin produces the same tokens as the non-streamed request, so its rate is compared
-    with that request's server-side decode rate (same content; the transport is the only difference), or,
-    when the server reports no decode time, with the two-point rate. Prefix caching cannot bias this: the
-    streamed rate runs from the first to the last token chunk and excludes the prefill.
+    The streamed rate is compared with the server-side decode rate of the streamed request itself, when the
+    stream's last chunk reports it (our engine does: the transport is then the only difference, whatever the
+    server's speed from one request to the next); else with that of the non-streamed twin, which at T = 0
+    produces the same tokens; else, when the server reports no decode time, with the two-point rate.
+    Prefix caching cannot bias this: the streamed rate runs from the first to the last token chunk and
+    excludes the prefill.
     """
     prompt, twin = session.last_long.get(context) or ("", None)
     if twin is None or twin.completion_tokens != max_tokens:
@@ -148,17 +150,19 @@ def stream_check(session: ProbeSession, builder: PromptBuilder, context: int, ma
         first_tokens = chunks[0].tokens if known else per_chunk
         span = chunks[-1].t_s - chunks[0].t_s
         m.streamed_tps = (total - (first_tokens or 0)) / span if span > 0 else None
-    server_tps = None
-    if twin.spec is not None and twin.spec.decode_s and twin.completion_tokens:
-        # The server's decode time runs from the first token to the last: completion − 1 tokens.
-        server_tps = (twin.completion_tokens - 1) / twin.spec.decode_s
+    server_tps, source = None, "two_point"
+    for name, timed in (("stream_server_decode", c), ("server_decode", twin)):
+        if timed.spec is not None and timed.spec.decode_s and timed.completion_tokens:
+            # The server's decode time runs from the first token to the last: completion − 1 tokens.
+            server_tps, source = (timed.completion_tokens - 1) / timed.spec.decode_s, name
+            break
     reference = server_tps or two_point_tps
     ratio = m.streamed_tps / reference if m.streamed_tps and reference else None
     artefact = ratio is not None and abs(1 - ratio) > session.plan.stream_gap
     if total > 1 and (len(chunks) <= 1 or chunks[-1].t_s <= chunks[0].t_s):
         artefact = True  # the whole answer arrived at once: something buffered the stream
     verdict = {"streamed_tps": m.streamed_tps, "two_point_tps": two_point_tps, "server_tps": server_tps,
-               "reference": "server_decode" if server_tps else "two_point", "ratio": ratio,
+               "reference": source, "ratio": ratio,
                "chunks": len(chunks), "tokens_per_chunk": per_chunk, "chunk_gap_mean_s": m.chunk_gap_mean_s,
                "chunk_gap_p95_s": m.chunk_gap_p95_s, "ttft_s": m.ttft_s, "transport_artefact": artefact}
     return m, verdict

@@ -6,7 +6,9 @@ Our models are base models with no chat format, so chat messages go through one 
     System: {content}\\n\\nUser: {content}\\n\\nAssistant: {content}\\n\\n … Assistant:
 
 Streaming answers are SSE `data:` chunks ending with `data: [DONE]`; with
-`stream_options.include_usage` a last chunk with empty `choices` carries `usage`.
+`stream_options.include_usage` a last chunk with empty `choices` carries `usage` and, as a
+non-streaming answer does, our `spec` statistics (a probe compares the streamed rate with the
+server's decode time of the same request).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from engine.server.submit import (
     submit,
     wait_result,
 )
-from engine.server.worker import Job, job_events
+from engine.server.worker import Job, JobResult, job_events
 
 if TYPE_CHECKING:
     from engine.decode import Generation
@@ -60,8 +62,11 @@ async def list_models(request: Request) -> dict[str, Any]:
                                         "owned_by": "spectator", "max_model_len": max_len}]}
 
 
-def _usage(prompt: int, completion: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+def _usage_and_spec(result: JobResult) -> dict[str, Any]:
+    """A finished request's `usage` and our `spec` statistics, for its response or its stream's last chunk."""
+    prompt, completion = result.generation.prompt_tokens, len(result.generation.tokens)
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {"usage": usage, "spec": spec_summary(result)}
 
 
 async def _non_streamed(job: Job, request: Request, head: dict[str, Any],
@@ -73,8 +78,7 @@ async def _non_streamed(job: Job, request: Request, head: dict[str, Any],
         return Response(status_code=499)
     gen = result.generation
     choice = {"index": 0, **content(gen), "logprobs": None, "finish_reason": gen.finish_reason}
-    return JSONResponse({**head, "choices": [choice], "usage": _usage(gen.prompt_tokens, len(gen.tokens)),
-                         "spec": spec_summary(result)})
+    return JSONResponse({**head, "choices": [choice], **_usage_and_spec(result)})
 
 
 @router.post("/v1/completions")
@@ -112,9 +116,9 @@ async def completions(body: CompletionRequest, request: Request) -> Response:
             c["usage"] = None
         return sse(c)
 
-    def usage_chunk(prompt_tokens: int, completion_tokens: int) -> str:
+    def usage_chunk(result: JobResult) -> str:
         return sse({"id": rid, "object": "text_completion", "created": created, "model": model, "choices": [],
-                    "usage": _usage(prompt_tokens, completion_tokens)})
+                    **_usage_and_spec(result)})
 
     return _stream(job, request, decoder.tokenizer.decode, stops, first=None, delta=lambda t: chunk(t, None),
                    last=lambda reason: chunk("", reason), usage=usage_chunk if include_usage else None)
@@ -152,9 +156,9 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Res
             c["usage"] = None
         return sse(c)
 
-    def usage_chunk(prompt_tokens: int, completion_tokens: int) -> str:
+    def usage_chunk(result: JobResult) -> str:
         return sse({"id": rid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [],
-                    "usage": _usage(prompt_tokens, completion_tokens)})
+                    **_usage_and_spec(result)})
 
     return _stream(job, request, decoder.tokenizer.decode, stops,
                    first=chunk({"role": "assistant", "content": ""}, None),
@@ -183,7 +187,7 @@ def _stream(job: Job, request: Request, decode: Any, stops: list[str], *, first:
                         yield delta(text)
                     yield last(gen.finish_reason)
                     if usage is not None:
-                        yield usage(gen.prompt_tokens, len(gen.tokens))
+                        yield usage(payload)
                     yield DONE
                 else:  # the stream has started (200 sent): report the error in-band, as OpenAI does
                     yield sse(error_body(400 if isinstance(payload, ValueError) else 500, str(payload)))

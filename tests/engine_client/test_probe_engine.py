@@ -45,7 +45,8 @@ def test_it_runs_a_streaming_check_with_chunk_statistics(probe_report: ProbeRepo
     assert m.ttft_s > 0 and m.e2e_s > m.ttft_s and m.streamed_tps > 0
     assert m.tokens_per_chunk >= 1 and m.chunk_gap_mean_s > 0 and m.chunk_gap_p95_s >= m.chunk_gap_mean_s * 0.5
     assert st["chunks"] > 1 and st["two_point_tps"] > 0
-    # Loopback, no proxy: the stream shows the server's own rate.
+    # Loopback, no proxy: the stream shows the server's own rate, as the server timed that same request.
+    assert st["reference"] == "stream_server_decode", st
     assert st["transport_artefact"] is False, st
 
 

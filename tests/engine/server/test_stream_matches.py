@@ -59,6 +59,10 @@ def test_it_streams_the_same_chat_text_with_a_usage_chunk(http: httpx.Client) ->
     streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
     assert streamed == whole["choices"][0]["message"]["content"]
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == whole["usage"]
+    # and, as the whole answer does, our spec statistics: the same rounds at T = 0, timed on their own
+    spec = chunks[-1]["spec"]
+    assert (spec["verify_steps"], spec["tau"]) == (whole["spec"]["verify_steps"], whole["spec"]["tau"])
+    assert spec["decode_seconds"] > 0
 
 
 def test_it_streams_generate_ending_with_full_meta_info(http: httpx.Client) -> None:
