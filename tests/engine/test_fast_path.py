@@ -233,3 +233,19 @@ def test_the_device_tree_build_runs_under_a_cuda_graph() -> None:
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(got.tokens, want.tokens) and torch.equal(got.visible, want.visible)
+
+
+@cuda
+def test_the_round_graph_times_every_stage_of_every_round(tiny_dirs, prompts: list[str]) -> None:  # type: ignore[no-untyped-def]
+    # A round is one CUDA graph with its timing events inside: replayed rounds (the second generation)
+    # still report each stage's own time, read before the slot's graph runs again.
+    dec = load_decoder(*tiny_dirs, device="cuda", dtype="bfloat16", max_context=1024)
+    assert dec.fast is not None and dec.fast.graphs.enabled
+    params = SamplingParams(max_tokens=48, ignore_eos=True)
+    for alg, budget in (("ar", 0), ("ddtree", 16)):
+        dec.generate_text(prompts[0], params, algorithm=alg, budget=budget)  # captures
+        g = dec.generate_text(prompts[0], params, algorithm=alg, budget=budget)  # replays
+        stages = [2] if alg == "ar" else [0, 1, 2, 3]  # draft, tree_build, verify, commit (ar: verify only)
+        assert len(g.stats.round_stage_seconds) == g.stats.rounds > 1
+        assert all(r[i] > 0 for r in g.stats.round_stage_seconds for i in stages), alg
+        assert sum(map(sum, g.stats.round_stage_seconds)) <= g.stats.decode_seconds, alg
